@@ -1,0 +1,130 @@
+//! Finds model files through one or more manifests, verifies their SHA-256,
+//! memory-maps them and hands the bytes to the inference backend.
+
+use crate::infer::{Backend, InferError, InputShape, Model};
+use crate::manifest::{Kind, Manifest, ManifestError, ModelEntry};
+use memmap2::Mmap;
+use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error("no model named `{name}` in the manifests; known models: {known}")]
+    Unknown { name: String, known: String },
+    #[error("model `{name}` is a {actual:?}, not a {wanted:?}")]
+    WrongKind { name: String, wanted: Kind, actual: Kind },
+    #[error("no {kind:?} model file is present in {dirs}; put one there or pass --models DIR")]
+    NoneAvailable { kind: Kind, dirs: String },
+    #[error("model `{name}`: cannot read {path}: {source}; check that the file exists and is readable")]
+    Io { name: String, path: PathBuf, source: std::io::Error },
+    #[error("model `{name}`: {path} has sha256 {actual} but the manifest expects {expected}; the file is corrupt or tampered with, replace it")]
+    Checksum { name: String, path: PathBuf, expected: String, actual: String },
+    #[error("model `{name}` ({path}): {source}")]
+    Load { name: String, path: PathBuf, source: InferError },
+}
+
+/// A read-only mapping of a verified model file.
+pub struct ModelFile {
+    pub path: PathBuf,
+    map: Mmap,
+}
+
+impl std::ops::Deref for ModelFile {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.map
+    }
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The manifests of every model directory, searched in order.
+pub struct Catalog {
+    manifests: Vec<Manifest>,
+    backend: Arc<dyn Backend>,
+}
+
+impl Catalog {
+    pub fn open(dirs: &[PathBuf], backend: Arc<dyn Backend>) -> Result<Catalog, CatalogError> {
+        let manifests = dirs.iter().map(|d| Manifest::for_dir(d)).collect::<Result<_, _>>()?;
+        Ok(Catalog { manifests, backend })
+    }
+
+    pub fn backend(&self) -> &dyn Backend {
+        &*self.backend
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (&Manifest, &ModelEntry)> {
+        self.manifests.iter().flat_map(|m| m.entries.iter().map(move |e| (m, e)))
+    }
+
+    /// The entry named `name`; the first manifest that has it wins.
+    pub fn entry(&self, name: &str) -> Result<&ModelEntry, CatalogError> {
+        self.entries().find(|(_, e)| e.name == name).map(|(_, e)| e).ok_or_else(|| CatalogError::Unknown {
+            name: name.into(),
+            known: self.entries().map(|(_, e)| e.name.as_str()).collect::<Vec<_>>().join(", "),
+        })
+    }
+
+    /// `name` when given (checked to be of `kind`), else the first entry of
+    /// `kind` whose file is present.
+    pub fn pick(&self, name: Option<&str>, kind: Kind) -> Result<&ModelEntry, CatalogError> {
+        if let Some(name) = name {
+            let e = self.entry(name)?;
+            return match e.kind() == kind {
+                true => Ok(e),
+                false => Err(CatalogError::WrongKind { name: name.into(), wanted: kind, actual: e.kind() }),
+            };
+        }
+        self.entries()
+            .find(|(_, e)| e.kind() == kind && e.file.is_file())
+            .map(|(_, e)| e)
+            .ok_or_else(|| CatalogError::NoneAvailable {
+                kind,
+                dirs: self.manifests.iter().map(|m| m.dir.display().to_string()).collect::<Vec<_>>().join(", "),
+            })
+    }
+
+    /// Maps `entry`'s file and checks it against the manifest's SHA-256.
+    pub fn open_file(&self, entry: &ModelEntry) -> Result<ModelFile, CatalogError> {
+        let path = entry.file.clone();
+        let io = |source| CatalogError::Io { name: entry.name.clone(), path: path.clone(), source };
+        let file = File::open(&path).map_err(io)?;
+        // SAFETY: model files are read-only inputs; the mapping is only read,
+        // and a file truncated underneath us is a deployment fault that the
+        // checksum below would not hide.
+        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+        match &entry.sha256 {
+            Some(expected) => {
+                let actual = sha256_hex(&map);
+                if &actual != expected {
+                    return Err(CatalogError::Checksum {
+                        name: entry.name.clone(),
+                        path,
+                        expected: expected.clone(),
+                        actual,
+                    });
+                }
+            }
+            None => log::warn!("model `{}`: no sha256 in the manifest, loading {} unverified", entry.name, path.display()),
+        }
+        Ok(ModelFile { path, map })
+    }
+
+    /// Verifies, maps and loads `entry` with the given fixed input shapes.
+    pub fn load(&self, entry: &ModelEntry, inputs: &[InputShape]) -> Result<Arc<dyn Model>, CatalogError> {
+        let file = self.open_file(entry)?;
+        self.backend.load(&file, inputs).map_err(|source| CatalogError::Load {
+            name: entry.name.clone(),
+            path: file.path.clone(),
+            source,
+        })
+    }
+}

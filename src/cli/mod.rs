@@ -1,0 +1,159 @@
+//! Command-line subcommands. Wiring only: each parses its flags into the
+//! library's settings and calls it.
+
+mod bench;
+mod detect;
+mod swap;
+mod tools;
+
+use crate::catalog::Catalog;
+use crate::face::{Detector, Embedding, MaskSettings, Recognizer, Selector, Swapper};
+use crate::infer::{Backend, TractBackend};
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where models live when neither --models nor FUSIOND_MODELS says.
+pub const DEFAULT_MODEL_DIR: &str = "/var/lib/fusiond/models";
+
+#[derive(Debug, Parser)]
+#[command(name = "fusiond", version, about = "Live face fusion for edge boxes")]
+pub struct Cli {
+    /// Log more (-v debug, -vv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Detect faces in still images and print them.
+    Detect(detect::Args),
+    /// Swap the source face onto the faces of a target image.
+    Swap(swap::Args),
+    /// Print per-stage latency (median of N runs) on a real photo.
+    Bench(bench::Args),
+    /// Run one model on .npy inputs and write its raw outputs as .npy.
+    Infer(tools::InferArgs),
+    /// Extract inswapper's emap from a float graph into its safetensors side file.
+    Emap(tools::EmapArgs),
+}
+
+/// Model directories and detector choice shared by the subcommands.
+#[derive(Debug, clap::Args)]
+pub struct ModelArgs {
+    /// Model directory (repeatable; searched in order). Each uses its own
+    /// manifest.toml or the built-in one. Default: $FUSIOND_MODELS
+    /// (colon-separated), else /var/lib/fusiond/models.
+    #[arg(long = "models", value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Detector model name (default: the first one present).
+    #[arg(long)]
+    pub detector: Option<String>,
+    /// Detector input size (resizable detectors only), e.g. 320 or 640x480.
+    #[arg(long, value_parser = parse_size)]
+    pub size: Option<[u32; 2]>,
+    /// Detector score threshold.
+    #[arg(long, default_value_t = 0.5)]
+    pub score: f32,
+    /// Recogniser model name (default: the first one present).
+    #[arg(long)]
+    pub recognizer: Option<String>,
+}
+
+fn parse_size(s: &str) -> Result<[u32; 2], String> {
+    let parse = |v: &str| v.trim().parse::<u32>().map_err(|_| format!("`{s}` is not a size like 640 or 640x480"));
+    match s.split_once('x') {
+        Some((w, h)) => Ok([parse(w)?, parse(h)?]),
+        None => parse(s).map(|v| [v, v]),
+    }
+}
+
+impl ModelArgs {
+    pub fn catalog(&self) -> Result<Catalog> {
+        let dirs = if !self.dirs.is_empty() {
+            self.dirs.clone()
+        } else if let Ok(env) = std::env::var("FUSIOND_MODELS") {
+            std::env::split_paths(&env).collect()
+        } else {
+            vec![PathBuf::from(DEFAULT_MODEL_DIR)]
+        };
+        let backend: Arc<dyn Backend> = Arc::new(TractBackend);
+        Ok(Catalog::open(&dirs, backend)?)
+    }
+
+    pub fn detector(&self, catalog: &Catalog) -> Result<Detector> {
+        let mut d = Detector::load(catalog, self.detector.as_deref(), self.size)?;
+        if !(0.0..=1.0).contains(&self.score) {
+            anyhow::bail!("--score {} is outside 0..1", self.score);
+        }
+        d.settings.score_threshold = self.score;
+        Ok(d)
+    }
+
+    pub fn recognizer(&self, catalog: &Catalog) -> Result<Recognizer> {
+        Ok(Recognizer::load(catalog, self.recognizer.as_deref())?)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SelectorMode {
+    One,
+    Many,
+    Reference,
+}
+
+pub fn load_image(path: &Path) -> Result<image::RgbImage> {
+    let img = image::open(path).with_context(|| format!("cannot decode image {}", path.display()))?;
+    Ok(img.to_rgb8())
+}
+
+pub fn save_image(img: &image::RgbImage, path: &Path) -> Result<()> {
+    img.save(path).with_context(|| format!("cannot write image {}", path.display()))
+}
+
+/// Builds the face selector; `reference` mode embeds the largest face of
+/// `reference` with the given pipeline parts.
+pub fn selector(
+    mode: SelectorMode,
+    reference: Option<&Path>,
+    max_distance: f32,
+    det: &mut Detector,
+    rec: &mut Recognizer,
+) -> Result<Selector> {
+    Ok(match mode {
+        SelectorMode::One => Selector::One,
+        SelectorMode::Many => Selector::Many,
+        SelectorMode::Reference => {
+            let path = reference.context("--selector reference needs --reference IMAGE")?;
+            let reference = largest_identity(path, det, rec)?;
+            Selector::Reference { reference, max_distance }
+        }
+    })
+}
+
+fn largest_identity(path: &Path, det: &mut Detector, rec: &mut Recognizer) -> Result<Embedding> {
+    let img = load_image(path)?;
+    let faces = det.detect(&img)?;
+    let face = faces
+        .iter()
+        .max_by(|a, b| a.area().total_cmp(&b.area()))
+        .with_context(|| format!("no face found in {}", path.display()))?;
+    Ok(rec.embed(&img, &face.landmarks)?)
+}
+
+pub fn swapper(catalog: &Catalog, name: Option<&str>) -> Result<Swapper> {
+    Ok(Swapper::load(catalog, name, MaskSettings::default())?)
+}
+
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Detect(a) => detect::run(a),
+        Command::Swap(a) => swap::run(a),
+        Command::Bench(a) => bench::run(a),
+        Command::Infer(a) => tools::infer(a),
+        Command::Emap(a) => tools::emap(a),
+    }
+}

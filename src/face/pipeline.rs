@@ -1,0 +1,117 @@
+//! One frame through the whole face pipeline, with per-stage timings.
+
+use super::{Detector, Embedding, Face, FaceError, Recognizer, Result, Selector, Swapper};
+use crate::infer::Tensor;
+use crate::vision::RgbImage;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// Wall time spent in each stage of one frame.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct StageTimings {
+    pub detect: Duration,
+    /// Alignment and recognition of target faces (reference mode only).
+    pub embed: Duration,
+    /// Target alignment and the swap model.
+    pub swap: Duration,
+    pub paste: Duration,
+    pub total: Duration,
+}
+
+/// What happened to one frame.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FrameReport {
+    pub faces: Vec<Face>,
+    /// Indices into `faces` that were swapped.
+    pub swapped: Vec<usize>,
+    pub timings: StageTimings,
+}
+
+#[derive(Debug, Clone)]
+pub struct PipelineSettings {
+    /// 0 keeps the original face, 1 takes the swapped one (default 1).
+    pub blend: f32,
+    pub selector: Selector,
+}
+
+impl Default for PipelineSettings {
+    fn default() -> Self {
+        PipelineSettings { blend: 1.0, selector: Selector::One }
+    }
+}
+
+struct Source {
+    embedding: Embedding,
+    latent: Tensor,
+}
+
+/// Detector, recogniser and swapper wired together, with the source
+/// identity's latent computed once.
+pub struct FusionPipeline {
+    pub detector: Detector,
+    pub recognizer: Recognizer,
+    pub swapper: Swapper,
+    pub settings: PipelineSettings,
+    source: Option<Source>,
+}
+
+impl FusionPipeline {
+    pub fn new(detector: Detector, recognizer: Recognizer, swapper: Swapper, settings: PipelineSettings) -> Self {
+        FusionPipeline { detector, recognizer, swapper, settings, source: None }
+    }
+
+    /// The largest face of `img`, embedded.
+    pub fn identity_of(&mut self, img: &RgbImage, label: &str) -> Result<Embedding> {
+        let faces = self.detector.detect(img)?;
+        let face = faces.iter().max_by(|a, b| a.area().total_cmp(&b.area()));
+        let face = face.ok_or_else(|| FaceError::NoFace(label.to_string()))?;
+        self.recognizer.embed(img, &face.landmarks)
+    }
+
+    /// Sets the identity to swap in: the largest face of `img`.
+    pub fn set_source(&mut self, img: &RgbImage, label: &str) -> Result<&Embedding> {
+        let embedding = self.identity_of(img, label)?;
+        let latent = self.swapper.latent(&embedding)?;
+        Ok(&self.source.insert(Source { embedding, latent }).embedding)
+    }
+
+    pub fn source(&self) -> Option<&Embedding> {
+        self.source.as_ref().map(|s| &s.embedding)
+    }
+
+    /// Detects, selects and swaps the faces of `frame` in place. Without a
+    /// source the frame is only analysed.
+    pub fn process(&mut self, frame: &mut RgbImage) -> Result<FrameReport> {
+        let start = Instant::now();
+        let mut t = StageTimings::default();
+        let faces = self.detector.detect(frame)?;
+        t.detect = start.elapsed();
+
+        let mut embeddings = Vec::new();
+        if self.settings.selector.needs_embeddings() {
+            let s = Instant::now();
+            for f in &faces {
+                embeddings.push(self.recognizer.embed(frame, &f.landmarks)?);
+            }
+            t.embed = s.elapsed();
+        }
+        let mut swapped = Vec::new();
+        if let Some(source) = &self.source {
+            for i in self.settings.selector.select(&faces, &embeddings) {
+                let s = Instant::now();
+                let to_crop = match self.swapper.run(frame, &faces[i].landmarks, &source.latent) {
+                    Ok(m) => m,
+                    Err(FaceError::Degenerate) => continue,
+                    Err(e) => return Err(e),
+                };
+                let p = Instant::now();
+                t.swap += p - s;
+                self.swapper.paste(frame, &to_crop, self.settings.blend);
+                t.paste += p.elapsed();
+                swapped.push(i);
+            }
+        }
+        t.total = start.elapsed();
+        Ok(FrameReport { faces, swapped, timings: t })
+    }
+}

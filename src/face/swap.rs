@@ -1,0 +1,187 @@
+//! Face swappers (inswapper and hyperswap contracts): warp the target face,
+//! run the model with the source latent, paste the result back under a soft
+//! box mask.
+
+use super::{Embedding, FaceError, Result, Template};
+use crate::catalog::Catalog;
+use crate::infer::{onnx, InputShape, Session, Tensor};
+use crate::manifest::{Contract, Kind, ModelEntry};
+use crate::vision::{box_mask, pack_nchw, paste_back, unpack_nchw, warp_affine_into, Affine, RgbImage};
+use std::path::{Path, PathBuf};
+
+const EMAP_TENSOR: &str = "emap";
+
+/// Box-mask shape (FaceFusion's defaults: blur 0.3, no padding).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MaskSettings {
+    /// Fraction of half the crop width used as blur amount (0..1).
+    pub blur: f32,
+    /// Percent of the crop zeroed at top, right, bottom, left.
+    pub padding: [f32; 4],
+}
+
+impl Default for MaskSettings {
+    fn default() -> Self {
+        MaskSettings { blur: 0.3, padding: [0.0; 4] }
+    }
+}
+
+pub struct Swapper {
+    entry: ModelEntry,
+    session: Box<dyn Session>,
+    template: Template,
+    crop: RgbImage,
+    out: RgbImage,
+    target: Tensor,
+    mask: Vec<f32>,
+    /// `[latent_in, latent_out]` row-major; inswapper only.
+    emap: Option<Tensor>,
+    latent_len: usize,
+}
+
+/// Default side-file path for `model`: `<stem>.emap.safetensors` beside it.
+pub fn emap_path(model: &Path) -> PathBuf {
+    model.with_extension("emap.safetensors")
+}
+
+/// Reads insightface's emap from a float inswapper graph (its last
+/// initializer), checked to be square.
+pub fn extract_emap(onnx_bytes: &[u8]) -> Result<Tensor> {
+    let (name, t) = onnx::last_initializer(onnx_bytes).map_err(|e| FaceError::Emap(e.to_string()))?;
+    match t.shape() {
+        [a, b] if a == b => Ok(t),
+        s => Err(FaceError::Emap(format!(
+            "the last initializer `{name}` has shape {s:?}, not a square emap; extract it from the float model"
+        ))),
+    }
+}
+
+pub fn write_emap(path: &Path, emap: &Tensor) -> Result<()> {
+    let bytes: Vec<u8> = emap.data().iter().flat_map(|v| v.to_le_bytes()).collect();
+    let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, emap.shape().to_vec(), &bytes)
+        .map_err(|e| FaceError::Emap(e.to_string()))?;
+    let data = safetensors::serialize([(EMAP_TENSOR, view)], None).map_err(|e| FaceError::Emap(e.to_string()))?;
+    std::fs::write(path, data).map_err(|e| FaceError::Emap(format!("cannot write {}: {e}", path.display())))
+}
+
+pub fn read_emap(path: &Path) -> Result<Tensor> {
+    let err = |m: String| FaceError::Emap(format!("{}: {m}; regenerate it with `fusiond emap`", path.display()));
+    let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
+    // SAFETY: a read-only mapping of a side file that only this process reads.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| err(e.to_string()))?;
+    let st = safetensors::SafeTensors::deserialize(&map).map_err(|e| err(e.to_string()))?;
+    let view = st.tensor(EMAP_TENSOR).map_err(|e| err(e.to_string()))?;
+    if view.dtype() != safetensors::Dtype::F32 {
+        return Err(err(format!("tensor `emap` is {:?}, not F32", view.dtype())));
+    }
+    if view.shape().len() != 2 {
+        return Err(err(format!("tensor `emap` has shape {:?}, not [rows, cols]", view.shape())));
+    }
+    let data = view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    Tensor::new(view.shape(), data).ok_or_else(|| err("tensor `emap` has a bad length".into()))
+}
+
+impl Swapper {
+    pub fn load(catalog: &Catalog, name: Option<&str>, mask: MaskSettings) -> Result<Swapper> {
+        let entry = catalog.pick(name, Kind::Swapper)?.clone();
+        let emap = match entry.contract {
+            Contract::Inswapper => Some(Self::load_emap(catalog, &entry)?),
+            _ => None,
+        };
+        let latent_len = emap.as_ref().map_or(512, |e| e.shape()[1]);
+        let size = entry.input_size[0];
+        let target_shape = [1, 3, size as usize, size as usize];
+        let inputs = [InputShape::named("target", &target_shape), InputShape::named("source", &[1, latent_len])];
+        let model = catalog.load(&entry, &inputs)?;
+        let session = model.session().map_err(|source| FaceError::Infer { model: entry.name.clone(), source })?;
+        Ok(Swapper {
+            session,
+            template: entry.template.unwrap_or(Template::Arcface128),
+            crop: RgbImage::new(size, size),
+            out: RgbImage::new(size, size),
+            target: Tensor::zeros(&target_shape),
+            mask: box_mask(size as usize, size as usize, mask.blur, mask.padding),
+            emap,
+            latent_len,
+            entry,
+        })
+    }
+
+    fn load_emap(catalog: &Catalog, entry: &ModelEntry) -> Result<Tensor> {
+        let side = entry.emap.clone().unwrap_or_else(|| emap_path(&entry.file));
+        if side.is_file() {
+            return read_emap(&side);
+        }
+        log::info!(
+            "model `{}`: no emap side file at {}; reading it from the graph (run `fusiond emap {}` to cache it)",
+            entry.name,
+            side.display(),
+            entry.name
+        );
+        extract_emap(&catalog.open_file(entry)?)
+    }
+
+    pub fn entry(&self) -> &ModelEntry {
+        &self.entry
+    }
+
+    /// The `source` input for an identity: for inswapper normed · emap,
+    /// L2-normalised again when the manifest says so; otherwise the
+    /// normalised embedding itself.
+    pub fn latent(&self, identity: &Embedding) -> Result<Tensor> {
+        let e = &identity.normed;
+        let mut latent = match &self.emap {
+            Some(emap) => {
+                let [rows, cols] = [emap.shape()[0], emap.shape()[1]];
+                if rows != e.len() {
+                    return Err(FaceError::Emap(format!("emap has {rows} rows but the embedding has {} values", e.len())));
+                }
+                let mut out = vec![0f32; cols];
+                for (ei, row) in e.iter().zip(emap.data().chunks_exact(cols)) {
+                    out.iter_mut().zip(row).for_each(|(o, w)| *o += ei * w);
+                }
+                out
+            }
+            None => e.clone(),
+        };
+        if latent.len() != self.latent_len {
+            return Err(FaceError::Emap(format!("latent has {} values, model wants {}", latent.len(), self.latent_len)));
+        }
+        if self.entry.renormalize_latent {
+            let n = latent.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+            latent.iter_mut().for_each(|v| *v /= n);
+        }
+        Ok(Tensor::new(&[1, self.latent_len], latent).expect("latent length checked above"))
+    }
+
+    /// Aligns the face at `landmarks`, runs the model and keeps its output
+    /// crop. Returns the frame → crop transform for [`Swapper::paste`].
+    pub fn run(&mut self, frame: &RgbImage, landmarks: &[[f32; 2]; 5], latent: &Tensor) -> Result<Affine> {
+        let to_crop = self.template.align(landmarks, self.crop.width())?;
+        warp_affine_into(frame, &to_crop, &mut self.crop);
+        pack_nchw(&self.crop, self.entry.channels, &self.entry.norm, self.target.data_mut());
+        let model = &self.entry.name;
+        let out = self
+            .session
+            .run(&[("target", &self.target), ("source", latent)])
+            .map_err(|source| FaceError::Infer { model: model.clone(), source })?;
+        let (_, t) = out.iter().next().ok_or_else(|| FaceError::Contract { model: model.clone(), message: "no output".into() })?;
+        if t.len() != self.target.len() {
+            let message = format!("an output of shape {:?}; expected {:?}", t.shape(), self.target.shape());
+            return Err(FaceError::Contract { model: model.clone(), message });
+        }
+        unpack_nchw(t.data(), self.entry.channels, self.entry.output_mean, self.entry.output_std, &mut self.out);
+        Ok(to_crop)
+    }
+
+    /// Pastes the last output crop into `frame` with the box mask, touching
+    /// only the face's paste region.
+    pub fn paste(&self, frame: &mut RgbImage, to_crop: &Affine, blend: f32) {
+        paste_back(frame, &self.out, &self.mask, to_crop, blend);
+    }
+
+    /// The aligned target crop and the model's output crop of the last run.
+    pub fn crops(&self) -> (&RgbImage, &RgbImage) {
+        (&self.crop, &self.out)
+    }
+}

@@ -1,0 +1,129 @@
+//! The inference boundary. Everything above this module talks to models through
+//! [`Backend`], [`Model`] and [`Session`]; no other module names an engine.
+//!
+//! A [`Model`] is the shared, optimised plan (`Send + Sync`, load once). A
+//! [`Session`] is the per-thread mutable state that runs it.
+
+mod tensor;
+mod tract;
+pub mod onnx;
+
+pub use tensor::Tensor;
+pub use tract::TractBackend;
+
+use std::sync::Arc;
+
+/// A model input as loaded: its name and the fixed shape it was planned for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputSpec {
+    pub name: String,
+    pub shape: Vec<usize>,
+}
+
+/// Which input a requested shape applies to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputRef {
+    Name(String),
+    /// Position among the graph's (non-initializer) inputs: detectors name
+    /// their single input differently from export to export.
+    Index(usize),
+}
+
+/// A fixed shape to impose on one input at load time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputShape {
+    pub input: InputRef,
+    pub shape: Vec<usize>,
+}
+
+impl InputShape {
+    pub fn named(name: &str, shape: &[usize]) -> Self {
+        InputShape { input: InputRef::Name(name.into()), shape: shape.to_vec() }
+    }
+
+    pub fn first(shape: &[usize]) -> Self {
+        InputShape { input: InputRef::Index(0), shape: shape.to_vec() }
+    }
+
+    fn matches(&self, index: usize, name: &str) -> bool {
+        match &self.input {
+            InputRef::Name(n) => n == name,
+            InputRef::Index(i) => *i == index,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InferError {
+    #[error("cannot load model: {0}; check that the file is a valid ONNX model of the contract the manifest names")]
+    Load(String),
+    #[error("model has no input {name} (it has: {available}); is the manifest's contract right?")]
+    UnknownInput { name: String, available: String },
+    #[error("input `{name}` has shape {got:?}, but the model was loaded for {want:?}")]
+    InputShape { name: String, got: Vec<usize>, want: Vec<usize> },
+    #[error("model has no output named `{name}` (it has: {available})")]
+    UnknownOutput { name: String, available: String },
+    #[error("inference failed: {0}")]
+    Run(String),
+}
+
+pub type Result<T, E = InferError> = std::result::Result<T, E>;
+
+/// An inference engine: turns model bytes into a runnable [`Model`].
+pub trait Backend: Send + Sync {
+    /// Engine name for logs and stats (e.g. "tract").
+    fn name(&self) -> &'static str;
+
+    /// Parses, types, optimises and plans `bytes` for the given fixed input
+    /// shapes. Inputs not listed keep the shapes the file declares, which
+    /// must then be fully static.
+    fn load(&self, bytes: &[u8], inputs: &[InputShape]) -> Result<Arc<dyn Model>>;
+}
+
+/// A loaded, optimised model. Shared between threads; each thread runs it
+/// through its own [`Session`].
+pub trait Model: Send + Sync {
+    fn inputs(&self) -> &[InputSpec];
+    fn output_names(&self) -> &[String];
+    fn session(&self) -> Result<Box<dyn Session>>;
+}
+
+/// Per-thread execution state of a [`Model`].
+pub trait Session: Send {
+    /// Runs the model. `inputs` are matched by name and must cover every model
+    /// input; the outputs come back in [`Model::output_names`] order.
+    fn run(&mut self, inputs: &[(&str, &Tensor)]) -> Result<Outputs>;
+}
+
+/// Named model outputs, looked up by name.
+#[derive(Debug)]
+pub struct Outputs {
+    names: Vec<String>,
+    tensors: Vec<Tensor>,
+}
+
+impl Outputs {
+    pub fn new(names: Vec<String>, tensors: Vec<Tensor>) -> Self {
+        Outputs { names, tensors }
+    }
+
+    pub fn get(&self, name: &str) -> Result<&Tensor> {
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .map(|i| &self.tensors[i])
+            .ok_or_else(|| InferError::UnknownOutput {
+                name: name.to_string(),
+                available: self.names.join(", "),
+            })
+    }
+
+    /// Outputs in model order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Tensor)> {
+        self.names.iter().map(String::as_str).zip(self.tensors.iter())
+    }
+
+    pub fn into_vec(self) -> Vec<(String, Tensor)> {
+        self.names.into_iter().zip(self.tensors).collect()
+    }
+}

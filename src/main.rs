@@ -1,0 +1,35 @@
+use clap::Parser;
+use fusiond::cli::{self, Cli};
+use std::process::ExitCode;
+
+/// Plain stderr logger; the level comes from -v.
+struct StderrLog(log::LevelFilter);
+
+impl log::Log for StderrLog {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        m.level() <= self.0
+    }
+    fn log(&self, r: &log::Record) {
+        if self.enabled(r.metadata()) {
+            eprintln!("{}: {}", r.level().as_str().to_lowercase(), r.args());
+        }
+    }
+    fn flush(&self) {}
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = match cli.verbose {
+        0 => log::LevelFilter::Info,
+        1 => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    };
+    let _ = log::set_boxed_logger(Box::new(StderrLog(level))).map(|()| log::set_max_level(level));
+    match cli::run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! The model manifest: which files exist, their SHA-256, what contract each
+//! follows and how it is fed. Parsed strictly: an unknown key is an error
+//! that names the file and the key.
+
+use crate::face::Template;
+use crate::vision::{ChannelOrder, Normalization};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The manifest compiled into the binary: the shared test models plus the
+/// FaceFusion models that users download themselves.
+pub const BUILTIN: &str = include_str!("../models/manifest.toml");
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("cannot read manifest {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("manifest {path} is invalid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("manifest {path}: model `{name}`: {message}")]
+    Invalid { path: PathBuf, name: String, message: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Detector,
+    Recognizer,
+    Swapper,
+    Enhancer,
+    Landmarker,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Contract {
+    Yunet,
+    Scrfd,
+    YoloFace,
+    Arcface,
+    Inswapper,
+    Hyperswap,
+    Gfpgan,
+    Landmark68,
+}
+
+impl Contract {
+    pub fn kind(self) -> Kind {
+        use Contract::*;
+        match self {
+            Yunet | Scrfd | YoloFace => Kind::Detector,
+            Arcface => Kind::Recognizer,
+            Inswapper | Hyperswap => Kind::Swapper,
+            Gfpgan => Kind::Enhancer,
+            Landmark68 => Kind::Landmarker,
+        }
+    }
+
+    /// FaceFusion's feeding conventions for this contract: (channel order,
+    /// normalisation in pixel units, native input size).
+    fn defaults(self) -> (ChannelOrder, Normalization, [u32; 2]) {
+        use ChannelOrder::*;
+        use Contract::*;
+        match self {
+            Yunet => (Bgr, Normalization::uniform(0.0, 1.0), [640, 640]),
+            Scrfd => (Bgr, Normalization::uniform(127.5, 128.0), [640, 640]),
+            YoloFace => (Bgr, Normalization::uniform(0.0, 255.0), [640, 640]),
+            Arcface => (Rgb, Normalization::uniform(127.5, 127.5), [112, 112]),
+            Inswapper => (Rgb, Normalization::uniform(0.0, 255.0), [128, 128]),
+            Hyperswap => (Rgb, Normalization::uniform(127.5, 127.5), [256, 256]),
+            Gfpgan => (Rgb, Normalization::uniform(127.5, 127.5), [512, 512]),
+            Landmark68 => (Rgb, Normalization::uniform(0.0, 256.0), [64, 64]),
+        }
+    }
+
+    fn default_template(self) -> Option<Template> {
+        match self {
+            Contract::Arcface => Some(Template::Arcface112V2),
+            Contract::Inswapper | Contract::Hyperswap => Some(Template::Arcface128),
+            Contract::Gfpgan => Some(Template::Ffhq512),
+            _ => None,
+        }
+    }
+
+    /// Model output → 0..1 as `value · std + mean` (swappers and enhancers).
+    fn default_output(self) -> (f32, f32) {
+        match self {
+            Contract::Hyperswap | Contract::Gfpgan => (0.5, 0.5),
+            _ => (0.0, 1.0),
+        }
+    }
+}
+
+/// One `[[model]]` table as written in the manifest.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEntry {
+    name: String,
+    file: String,
+    sha256: Option<String>,
+    contract: Contract,
+    licence: String,
+    url: Option<String>,
+    input_size: Option<[u32; 2]>,
+    #[serde(default)]
+    resizable: bool,
+    channels: Option<ChannelOrder>,
+    mean: Option<[f32; 3]>,
+    std: Option<[f32; 3]>,
+    output_mean: Option<f32>,
+    output_std: Option<f32>,
+    template: Option<Template>,
+    emap: Option<String>,
+    #[serde(default)]
+    renormalize_latent: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    #[serde(default)]
+    model: Vec<RawEntry>,
+}
+
+/// A validated model entry, with every contract default filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelEntry {
+    pub name: String,
+    /// The model file, resolved against the directory the manifest describes.
+    pub file: PathBuf,
+    /// Lower-case hex; `None` for files whose checksum the manifest cannot
+    /// know (user-downloaded models not yet pinned).
+    pub sha256: Option<String>,
+    pub contract: Contract,
+    pub licence: String,
+    pub url: Option<String>,
+    /// `[width, height]` the model is loaded for.
+    pub input_size: [u32; 2],
+    /// Whether `input_size` may be changed at load time (dynamic exports).
+    pub resizable: bool,
+    pub channels: ChannelOrder,
+    pub norm: Normalization,
+    pub output_mean: f32,
+    pub output_std: f32,
+    pub template: Option<Template>,
+    /// inswapper's emap side file (safetensors, tensor `emap`).
+    pub emap: Option<PathBuf>,
+    pub renormalize_latent: bool,
+}
+
+impl ModelEntry {
+    pub fn kind(&self) -> Kind {
+        self.contract.kind()
+    }
+}
+
+/// Model entries in manifest order, their paths resolved against `dir`.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub dir: PathBuf,
+    pub entries: Vec<ModelEntry>,
+}
+
+impl Manifest {
+    /// Parses manifest text. `origin` names the file in error messages; `dir`
+    /// is where relative `file` paths point.
+    pub fn parse(text: &str, origin: &Path, dir: &Path) -> Result<Manifest, ManifestError> {
+        let raw: RawManifest = toml::from_str(text)
+            .map_err(|e| ManifestError::Parse { path: origin.into(), message: e.to_string().trim().into() })?;
+        let mut entries = Vec::with_capacity(raw.model.len());
+        for r in raw.model {
+            let invalid = |message: String| ManifestError::Invalid { path: origin.into(), name: r.name.clone(), message };
+            if entries.iter().any(|e: &ModelEntry| e.name == r.name) {
+                return Err(invalid("the name is used twice".into()));
+            }
+            if let Some(s) = &r.sha256 {
+                if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(invalid(format!("sha256 `{s}` is not 64 hex digits")));
+                }
+            }
+            let (channels, norm, size) = r.contract.defaults();
+            let input_size = r.input_size.unwrap_or(size);
+            if input_size.iter().any(|&v| v == 0 || v > 4096) {
+                return Err(invalid(format!("input_size {input_size:?} must be within 1..=4096")));
+            }
+            let std = r.std.unwrap_or(norm.std);
+            if std.iter().any(|v| *v == 0.0 || !v.is_finite()) {
+                return Err(invalid("std must be finite and non-zero".into()));
+            }
+            let (output_mean, output_std) = r.contract.default_output();
+            entries.push(ModelEntry {
+                file: dir.join(&r.file),
+                sha256: r.sha256.map(|s| s.to_ascii_lowercase()),
+                contract: r.contract,
+                licence: r.licence,
+                url: r.url,
+                input_size,
+                resizable: r.resizable,
+                channels: r.channels.unwrap_or(channels),
+                norm: Normalization { mean: r.mean.unwrap_or(norm.mean), std },
+                output_mean: r.output_mean.unwrap_or(output_mean),
+                output_std: r.output_std.unwrap_or(output_std),
+                template: r.template.or(r.contract.default_template()),
+                emap: r.emap.map(|e| dir.join(e)),
+                renormalize_latent: r.renormalize_latent,
+                name: r.name,
+            });
+        }
+        Ok(Manifest { dir: dir.into(), entries })
+    }
+
+    /// Reads `dir/manifest.toml` when present, else applies the built-in
+    /// manifest to `dir`.
+    pub fn for_dir(dir: &Path) -> Result<Manifest, ManifestError> {
+        let path = dir.join("manifest.toml");
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Manifest::parse(&text, &path, dir),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Manifest::parse(BUILTIN, Path::new("<built-in manifest>"), dir)
+            }
+            Err(source) => Err(ManifestError::Read { path, source }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Manifest, ManifestError> {
+        Manifest::parse(text, Path::new("m.toml"), Path::new("/models"))
+    }
+
+    #[test]
+    fn builtin_manifest_parses() {
+        let m = parse(BUILTIN).unwrap();
+        assert!(m.entries.iter().any(|e| e.contract == Contract::Yunet));
+        assert!(m.entries.iter().any(|e| e.contract == Contract::Inswapper));
+    }
+
+    #[test]
+    fn unknown_key_names_the_file_and_the_key() {
+        let err = parse("[[model]]\nname='a'\nfile='a.onnx'\ncontract='yunet'\nlicence='MIT'\ncolour='x'\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("m.toml") && err.contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn contract_defaults_fill_in_normalisation() {
+        let m = parse("[[model]]\nname='s'\nfile='s.onnx'\ncontract='scrfd'\nlicence='x'\n").unwrap();
+        let e = &m.entries[0];
+        assert_eq!(e.norm, Normalization::uniform(127.5, 128.0));
+        assert_eq!(e.channels, ChannelOrder::Bgr);
+        assert_eq!(e.input_size, [640, 640]);
+    }
+
+    #[test]
+    fn bad_checksum_is_rejected() {
+        let err = parse("[[model]]\nname='s'\nfile='s.onnx'\nsha256='abc'\ncontract='scrfd'\nlicence='x'\n")
+            .unwrap_err();
+        assert!(err.to_string().contains("64 hex"), "{err}");
+    }
+}
