@@ -134,10 +134,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn box_mask_is_zero_at_edges_and_one_in_the_middle() {
+    fn box_mask_matches_facefusion_with_opencv_blur() {
+        // Reference values from FaceFusion's create_box_mask (cv2.GaussianBlur)
+        // on a 128 crop with blur 0.3 and no padding.
         let m = box_mask(128, 128, 0.3, [0.0; 4]);
-        assert!(m[0] < 1e-3);
-        assert!((m[64 * 128 + 64] - 1.0).abs() < 1e-3);
+        let at = |y: usize, x: usize| m[y * 128 + x];
+        for (got, want) in [(at(0, 0), 0.005_324_7), (at(0, 64), 0.072_970_7), (at(9, 64), 0.542_087_6), (at(20, 64), 0.992_376_2), (at(64, 64), 1.0)] {
+            assert!((got - want).abs() < 1e-4, "{got} vs {want}");
+        }
         assert!(m.iter().all(|v| (0.0..=1.0001).contains(v)));
     }
 

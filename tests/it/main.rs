@@ -1,0 +1,6 @@
+//! Integration tests, all in one binary: real models and photos from
+//! ../shared, and contract models built by models/make_contract_models.py.
+
+mod cli;
+mod face_core;
+mod util;
