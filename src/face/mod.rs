@@ -7,7 +7,7 @@ mod select;
 mod swap;
 
 pub use detect::Detector;
-pub use pipeline::{FusionPipeline, FrameReport, PipelineSettings, StageTimings};
+pub use pipeline::{FrameReport, FusionPipeline, PipelineSettings, StageTimings};
 pub use recognize::{Embedding, Recognizer};
 pub use select::Selector;
 pub use swap::{emap_path, extract_emap, read_emap, write_emap, MaskSettings, Swapper};
@@ -63,6 +63,8 @@ pub enum Template {
 }
 
 impl Template {
+    // Quoted digit for digit from the reference, so they can be checked by eye.
+    #[allow(clippy::excessive_precision)]
     const fn unit(self) -> [[f32; 2]; 5] {
         match self {
             Template::Arcface112V2 => [
@@ -114,9 +116,18 @@ mod tests {
     #[test]
     fn arcface_112_v2_matches_insightface_reference_points() {
         let p = Template::Arcface112V2.points(112);
-        let want = [[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366], [41.5493, 92.3655], [70.7299, 92.2041]];
+        let want = [
+            [38.2946, 51.6963],
+            [73.5318, 51.5014],
+            [56.0252, 71.7366],
+            [41.5493, 92.3655],
+            [70.7299, 92.2041],
+        ];
         for (a, b) in p.iter().zip(want) {
-            assert!((a[0] - b[0]).abs() < 1e-3 && (a[1] - b[1]).abs() < 1e-3, "{a:?} vs {b:?}");
+            assert!(
+                (a[0] - b[0]).abs() < 1e-3 && (a[1] - b[1]).abs() < 1e-3,
+                "{a:?} vs {b:?}"
+            );
         }
     }
 

@@ -4,9 +4,9 @@
 //! A [`Model`] is the shared, optimised plan (`Send + Sync`, load once). A
 //! [`Session`] is the per-thread mutable state that runs it.
 
+pub mod onnx;
 mod tensor;
 mod tract;
-pub mod onnx;
 
 pub use tensor::Tensor;
 pub use tract::TractBackend;
@@ -38,11 +38,17 @@ pub struct InputShape {
 
 impl InputShape {
     pub fn named(name: &str, shape: &[usize]) -> Self {
-        InputShape { input: InputRef::Name(name.into()), shape: shape.to_vec() }
+        InputShape {
+            input: InputRef::Name(name.into()),
+            shape: shape.to_vec(),
+        }
     }
 
     pub fn first(shape: &[usize]) -> Self {
-        InputShape { input: InputRef::Index(0), shape: shape.to_vec() }
+        InputShape {
+            input: InputRef::Index(0),
+            shape: shape.to_vec(),
+        }
     }
 
     fn matches(&self, index: usize, name: &str) -> bool {
@@ -60,7 +66,11 @@ pub enum InferError {
     #[error("model has no input {name} (it has: {available}); is the manifest's contract right?")]
     UnknownInput { name: String, available: String },
     #[error("input `{name}` has shape {got:?}, but the model was loaded for {want:?}")]
-    InputShape { name: String, got: Vec<usize>, want: Vec<usize> },
+    InputShape {
+        name: String,
+        got: Vec<usize>,
+        want: Vec<usize>,
+    },
     #[error("model has no output named `{name}` (it has: {available})")]
     UnknownOutput { name: String, available: String },
     #[error("inference failed: {0}")]
@@ -120,7 +130,10 @@ impl Outputs {
 
     /// Outputs in model order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Tensor)> {
-        self.names.iter().map(String::as_str).zip(self.tensors.iter())
+        self.names
+            .iter()
+            .map(String::as_str)
+            .zip(self.tensors.iter())
     }
 
     pub fn into_vec(self) -> Vec<(String, Tensor)> {

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs (tests/setup.sh), then runs
+# format and lint checks, the Rust unit and integration tests on the real
+# models and photos in ../shared, and the onnxruntime agreement tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. tests/setup.sh
+
+export FUSIOND_SHARED="${FUSIOND_SHARED:-$(cd .. && pwd)/shared}"
+if [ ! -d "$FUSIOND_SHARED/models" ]; then
+    echo "error: the shared test data is missing: $FUSIOND_SHARED/models does not exist." >&2
+    echo "       Put the project's shared/ folder beside the checkout or set FUSIOND_SHARED." >&2
+    exit 1
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+export FUSIOND_CONTRACT_MODELS="$work/contract-models"
+echo "== contract models"
+"$FUSIOND_PYTHON" models/make_contract_models.py "$FUSIOND_CONTRACT_MODELS"
+
+echo "== cargo fmt --check"
+cargo fmt --check
+echo "== cargo clippy"
+cargo clippy --all-targets --quiet -- -D warnings
+echo "== cargo test"
+cargo test
+echo "== onnxruntime agreement (pytest)"
+export FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond"
+"$FUSIOND_PYTHON" -m pytest -q tests/python
