@@ -12,6 +12,8 @@ models whose behaviour is known in closed form:
   known_emap_swapper_128  inswapper contract with a known emap; outputs the
                           target and echoes `source`, so the latent that enters
                           the graph can be checked against NumPy.
+  identity_hyperswap_256  hyperswap contract at 256; output = target (in the
+                          model's mean/std 0.5 space), no emap.
   yolo_face_planted       yolo_face contract; a constant [1, 20, 8400] output
                           with planted rows, to test decoding end to end.
 
@@ -35,13 +37,13 @@ LATENT = 512
 OPSET = [helper.make_opsetid("", 13)]
 
 
-def swapper_io():
+def swapper_io(size=SIZE):
     return (
         [
-            helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, SIZE, SIZE]),
+            helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, size, size]),
             helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, LATENT]),
         ],
-        helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, SIZE, SIZE]),
+        helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size, size]),
     )
 
 
@@ -55,8 +57,8 @@ def save(model, path):
     onnx.save(model, path)
 
 
-def identity_swapper(path, emap):
-    inputs, output = swapper_io()
+def identity_swapper(path, emap, size=SIZE):
+    inputs, output = swapper_io(size)
     zero = numpy_helper.from_array(np.zeros((1,), np.float32), "zero")
     nodes = [
         # The source must stay wired in, as in every swapper: target + 0*sum(source).
@@ -64,8 +66,8 @@ def identity_swapper(path, emap):
         helper.make_node("Mul", ["s_sum", "zero"], ["s_zero"]),
         helper.make_node("Add", ["target", "s_zero"], ["output"]),
     ]
-    graph = helper.make_graph(nodes, "identity_swapper", inputs, [output],
-                              [zero, numpy_helper.from_array(emap, "emap")])
+    inits = [zero] + ([numpy_helper.from_array(emap, "emap")] if emap is not None else [])
+    graph = helper.make_graph(nodes, "identity_swapper", inputs, [output], inits)
     save(helper.make_model(graph, opset_imports=OPSET), path)
 
 
@@ -148,6 +150,7 @@ def main():
     identity_swapper(os.path.join(out, "identity_swapper_128.onnx"), emap)
     latent_color_swapper(os.path.join(out, "latent_color_swapper_128.onnx"), emap)
     known_emap_swapper(os.path.join(out, "known_emap_swapper_128.onnx"), known)
+    identity_swapper(os.path.join(out, "identity_hyperswap_256.onnx"), None, size=256)
     yolo_face_planted(os.path.join(out, "yolo_face_planted.onnx"))
 
     # NumPy reference for the latent: an unnormalised "raw" embedding.
@@ -164,6 +167,7 @@ def main():
         ("latent_color_swapper", "latent_color_swapper_128.onnx", "inswapper", {}),
         ("known_emap", "known_emap_swapper_128.onnx", "inswapper", {}),
         ("known_emap_renorm", "known_emap_swapper_128.onnx", "inswapper", {"renormalize_latent": "true"}),
+        ("identity_hyperswap", "identity_hyperswap_256.onnx", "hyperswap", {}),
         ("yolo_face_planted", "yolo_face_planted.onnx", "yolo_face", {}),
     ]
     with open(os.path.join(out, "manifest.toml"), "w") as m:

@@ -16,34 +16,15 @@ pub enum CatalogError {
     #[error("no model named `{name}` in the manifests; known models: {known}")]
     Unknown { name: String, known: String },
     #[error("model `{name}` is a {actual:?}, not a {wanted:?}")]
-    WrongKind {
-        name: String,
-        wanted: Kind,
-        actual: Kind,
-    },
+    WrongKind { name: String, wanted: Kind, actual: Kind },
     #[error("no {kind:?} model file is present in {dirs}; put one there or pass --models DIR")]
     NoneAvailable { kind: Kind, dirs: String },
-    #[error(
-        "model `{name}`: cannot read {path}: {source}; check that the file exists and is readable"
-    )]
-    Io {
-        name: String,
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("model `{name}`: cannot read {path}: {source}; check that the file exists and is readable")]
+    Io { name: String, path: PathBuf, source: std::io::Error },
     #[error("model `{name}`: {path} has sha256 {actual} but the manifest expects {expected}; the file is corrupt or tampered with, replace it")]
-    Checksum {
-        name: String,
-        path: PathBuf,
-        expected: String,
-        actual: String,
-    },
+    Checksum { name: String, path: PathBuf, expected: String, actual: String },
     #[error("model `{name}` ({path}): {source}")]
-    Load {
-        name: String,
-        path: PathBuf,
-        source: InferError,
-    },
+    Load { name: String, path: PathBuf, source: InferError },
 }
 
 /// A read-only mapping of a verified model file.
@@ -72,10 +53,7 @@ pub struct Catalog {
 
 impl Catalog {
     pub fn open(dirs: &[PathBuf], backend: Arc<dyn Backend>) -> Result<Catalog, CatalogError> {
-        let manifests = dirs
-            .iter()
-            .map(|d| Manifest::for_dir(d))
-            .collect::<Result<_, _>>()?;
+        let manifests = dirs.iter().map(|d| Manifest::for_dir(d)).collect::<Result<_, _>>()?;
         Ok(Catalog { manifests, backend })
     }
 
@@ -84,24 +62,15 @@ impl Catalog {
     }
 
     fn entries(&self) -> impl Iterator<Item = (&Manifest, &ModelEntry)> {
-        self.manifests
-            .iter()
-            .flat_map(|m| m.entries.iter().map(move |e| (m, e)))
+        self.manifests.iter().flat_map(|m| m.entries.iter().map(move |e| (m, e)))
     }
 
     /// The entry named `name`; the first manifest that has it wins.
     pub fn entry(&self, name: &str) -> Result<&ModelEntry, CatalogError> {
-        self.entries()
-            .find(|(_, e)| e.name == name)
-            .map(|(_, e)| e)
-            .ok_or_else(|| CatalogError::Unknown {
-                name: name.into(),
-                known: self
-                    .entries()
-                    .map(|(_, e)| e.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+        self.entries().find(|(_, e)| e.name == name).map(|(_, e)| e).ok_or_else(|| CatalogError::Unknown {
+            name: name.into(),
+            known: self.entries().map(|(_, e)| e.name.as_str()).collect::<Vec<_>>().join(", "),
+        })
     }
 
     /// `name` when given (checked to be of `kind`), else the first entry of
@@ -111,35 +80,21 @@ impl Catalog {
             let e = self.entry(name)?;
             return match e.kind() == kind {
                 true => Ok(e),
-                false => Err(CatalogError::WrongKind {
-                    name: name.into(),
-                    wanted: kind,
-                    actual: e.kind(),
-                }),
+                false => Err(CatalogError::WrongKind { name: name.into(), wanted: kind, actual: e.kind() }),
             };
         }
-        self.entries()
-            .find(|(_, e)| e.kind() == kind && e.file.is_file())
-            .map(|(_, e)| e)
-            .ok_or_else(|| CatalogError::NoneAvailable {
+        self.entries().find(|(_, e)| e.kind() == kind && e.file.is_file()).map(|(_, e)| e).ok_or_else(|| {
+            CatalogError::NoneAvailable {
                 kind,
-                dirs: self
-                    .manifests
-                    .iter()
-                    .map(|m| m.dir.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+                dirs: self.manifests.iter().map(|m| m.dir.display().to_string()).collect::<Vec<_>>().join(", "),
+            }
+        })
     }
 
     /// Maps `entry`'s file and checks it against the manifest's SHA-256.
     pub fn open_file(&self, entry: &ModelEntry) -> Result<ModelFile, CatalogError> {
         let path = entry.file.clone();
-        let io = |source| CatalogError::Io {
-            name: entry.name.clone(),
-            path: path.clone(),
-            source,
-        };
+        let io = |source| CatalogError::Io { name: entry.name.clone(), path: path.clone(), source };
         let file = File::open(&path).map_err(io)?;
         // SAFETY: model files are read-only inputs; the mapping is only read,
         // and a file truncated underneath us is a deployment fault that the
@@ -157,28 +112,20 @@ impl Catalog {
                     });
                 }
             }
-            None => log::warn!(
-                "model `{}`: no sha256 in the manifest, loading {} unverified",
-                entry.name,
-                path.display()
-            ),
+            None => {
+                log::warn!("model `{}`: no sha256 in the manifest, loading {} unverified", entry.name, path.display())
+            }
         }
         Ok(ModelFile { path, map })
     }
 
     /// Verifies, maps and loads `entry` with the given fixed input shapes.
-    pub fn load(
-        &self,
-        entry: &ModelEntry,
-        inputs: &[InputShape],
-    ) -> Result<Arc<dyn Model>, CatalogError> {
+    pub fn load(&self, entry: &ModelEntry, inputs: &[InputShape]) -> Result<Arc<dyn Model>, CatalogError> {
         let file = self.open_file(entry)?;
-        self.backend
-            .load(&file, inputs)
-            .map_err(|source| CatalogError::Load {
-                name: entry.name.clone(),
-                path: file.path.clone(),
-                source,
-            })
+        self.backend.load(&file, inputs).map_err(|source| CatalogError::Load {
+            name: entry.name.clone(),
+            path: file.path.clone(),
+            source,
+        })
     }
 }

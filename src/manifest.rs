@@ -14,18 +14,11 @@ pub const BUILTIN: &str = include_str!("../models/manifest.toml");
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
     #[error("cannot read manifest {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("manifest {path} is invalid: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("manifest {path}: model `{name}`: {message}")]
-    Invalid {
-        path: PathBuf,
-        name: String,
-        message: String,
-    },
+    Invalid { path: PathBuf, name: String, message: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -172,17 +165,12 @@ impl Manifest {
     /// Parses manifest text. `origin` names the file in error messages; `dir`
     /// is where relative `file` paths point.
     pub fn parse(text: &str, origin: &Path, dir: &Path) -> Result<Manifest, ManifestError> {
-        let raw: RawManifest = toml::from_str(text).map_err(|e| ManifestError::Parse {
-            path: origin.into(),
-            message: e.to_string().trim().into(),
-        })?;
+        let raw: RawManifest = toml::from_str(text)
+            .map_err(|e| ManifestError::Parse { path: origin.into(), message: e.to_string().trim().into() })?;
         let mut entries = Vec::with_capacity(raw.model.len());
         for r in raw.model {
-            let invalid = |message: String| ManifestError::Invalid {
-                path: origin.into(),
-                name: r.name.clone(),
-                message,
-            };
+            let invalid =
+                |message: String| ManifestError::Invalid { path: origin.into(), name: r.name.clone(), message };
             if entries.iter().any(|e: &ModelEntry| e.name == r.name) {
                 return Err(invalid("the name is used twice".into()));
             }
@@ -194,9 +182,7 @@ impl Manifest {
             let (channels, norm, size) = r.contract.defaults();
             let input_size = r.input_size.unwrap_or(size);
             if input_size.iter().any(|&v| v == 0 || v > 4096) {
-                return Err(invalid(format!(
-                    "input_size {input_size:?} must be within 1..=4096"
-                )));
+                return Err(invalid(format!("input_size {input_size:?} must be within 1..=4096")));
             }
             let std = r.std.unwrap_or(norm.std);
             if std.iter().any(|v| *v == 0.0 || !v.is_finite()) {
@@ -212,10 +198,7 @@ impl Manifest {
                 input_size,
                 resizable: r.resizable,
                 channels: r.channels.unwrap_or(channels),
-                norm: Normalization {
-                    mean: r.mean.unwrap_or(norm.mean),
-                    std,
-                },
+                norm: Normalization { mean: r.mean.unwrap_or(norm.mean), std },
                 output_mean: r.output_mean.unwrap_or(output_mean),
                 output_std: r.output_std.unwrap_or(output_std),
                 template: r.template.or(r.contract.default_template()),
@@ -224,10 +207,7 @@ impl Manifest {
                 name: r.name,
             });
         }
-        Ok(Manifest {
-            dir: dir.into(),
-            entries,
-        })
+        Ok(Manifest { dir: dir.into(), entries })
     }
 
     /// Reads `dir/manifest.toml` when present, else applies the built-in
@@ -261,18 +241,15 @@ mod tests {
 
     #[test]
     fn unknown_key_names_the_file_and_the_key() {
-        let err = parse(
-            "[[model]]\nname='a'\nfile='a.onnx'\ncontract='yunet'\nlicence='MIT'\ncolour='x'\n",
-        )
-        .unwrap_err()
-        .to_string();
+        let err = parse("[[model]]\nname='a'\nfile='a.onnx'\ncontract='yunet'\nlicence='MIT'\ncolour='x'\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("m.toml") && err.contains("colour"), "{err}");
     }
 
     #[test]
     fn contract_defaults_fill_in_normalisation() {
-        let m =
-            parse("[[model]]\nname='s'\nfile='s.onnx'\ncontract='scrfd'\nlicence='x'\n").unwrap();
+        let m = parse("[[model]]\nname='s'\nfile='s.onnx'\ncontract='scrfd'\nlicence='x'\n").unwrap();
         let e = &m.entries[0];
         assert_eq!(e.norm, Normalization::uniform(127.5, 128.0));
         assert_eq!(e.channels, ChannelOrder::Bgr);
@@ -281,10 +258,8 @@ mod tests {
 
     #[test]
     fn bad_checksum_is_rejected() {
-        let err = parse(
-            "[[model]]\nname='s'\nfile='s.onnx'\nsha256='abc'\ncontract='scrfd'\nlicence='x'\n",
-        )
-        .unwrap_err();
+        let err =
+            parse("[[model]]\nname='s'\nfile='s.onnx'\nsha256='abc'\ncontract='scrfd'\nlicence='x'\n").unwrap_err();
         assert!(err.to_string().contains("64 hex"), "{err}");
     }
 }

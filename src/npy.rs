@@ -19,13 +19,7 @@ pub enum NpyError {
 pub fn write(mut w: impl Write, t: &Tensor) -> Result<(), NpyError> {
     let shape = match t.shape() {
         [d] => format!("({d},)"),
-        s => format!(
-            "({})",
-            s.iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        s => format!("({})", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
     };
     let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
     let unpadded = 10 + header.len() + 1;
@@ -68,15 +62,9 @@ pub fn read(mut r: impl Read) -> Result<Tensor, NpyError> {
     r.read_to_end(&mut bytes)?;
     let want = shape.iter().product::<usize>() * 4;
     if bytes.len() != want {
-        return Err(NpyError::Length {
-            got: bytes.len(),
-            want,
-        });
+        return Err(NpyError::Length { got: bytes.len(), want });
     }
-    let data = bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
+    let data = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
     Ok(Tensor::new(&shape, data).expect("length checked above"))
 }
 
@@ -89,11 +77,7 @@ mod tests {
         let t = Tensor::new(&[2, 3], vec![1.0, -2.0, 3.5, 0.0, 1e-3, 7.0]).unwrap();
         let mut buf = Vec::new();
         write(&mut buf, &t).unwrap();
-        assert_eq!(
-            (buf.len() - t.len() * 4) % 64,
-            0,
-            "header is 64-byte aligned"
-        );
+        assert_eq!((buf.len() - t.len() * 4) % 64, 0, "header is 64-byte aligned");
         assert_eq!(read(&buf[..]).unwrap(), t);
     }
 
@@ -102,10 +86,7 @@ mod tests {
         let t = Tensor::new(&[4], vec![1.0; 4]).unwrap();
         let mut buf = Vec::new();
         write(&mut buf, &t).unwrap();
-        assert!(matches!(
-            read(&buf[..buf.len() - 2]),
-            Err(NpyError::Length { .. })
-        ));
+        assert!(matches!(read(&buf[..buf.len() - 2]), Err(NpyError::Length { .. })));
         assert!(read(&b"garbage"[..]).is_err());
     }
 }

@@ -27,9 +27,7 @@ pub struct Args {
 
 fn median_ms(runs: usize, mut f: impl FnMut() -> Result<Duration>) -> Result<[f64; 3]> {
     f()?;
-    let mut v: Vec<f64> = (0..runs.max(1))
-        .map(|_| f().map(|d| d.as_secs_f64() * 1e3))
-        .collect::<Result<_>>()?;
+    let mut v: Vec<f64> = (0..runs.max(1)).map(|_| f().map(|d| d.as_secs_f64() * 1e3)).collect::<Result<_>>()?;
     v.sort_by(f64::total_cmp);
     Ok([v[v.len() / 2], v[0], v[v.len() - 1]])
 }
@@ -45,10 +43,7 @@ pub fn run(args: Args) -> Result<()> {
     let detector = args.models.detector(&catalog)?;
     let recognizer = args.models.recognizer(&catalog)?;
     let swapper = swapper(&catalog, args.swapper.as_deref())?;
-    let settings = PipelineSettings {
-        blend: 1.0,
-        selector: Selector::One,
-    };
+    let settings = PipelineSettings { blend: 1.0, selector: Selector::One };
     let mut p = FusionPipeline::new(detector, recognizer, swapper, settings);
     let image = load_image(&args.image)?;
     let source = match &args.source {
@@ -57,11 +52,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     p.set_source(&source, "the source photo")?;
     let faces = p.detector.detect(&image)?;
-    let face = faces
-        .iter()
-        .max_by(|a, b| a.area().total_cmp(&b.area()))
-        .context("no face in --image")?
-        .clone();
+    let face = faces.iter().max_by(|a, b| a.area().total_cmp(&b.area())).context("no face in --image")?.clone();
     let latent = p.swapper.latent(p.source().context("source is set")?)?;
     let mut scratch = image.clone();
 
@@ -76,31 +67,14 @@ pub fn run(args: Args) -> Result<()> {
     );
     let mut rows = Vec::new();
     let det_label = format!("detect {} @{dw}x{dh}", p.detector.entry().name);
-    rows.push((
-        det_label,
-        median_ms(args.runs, || {
-            timed(|| p.detector.detect(&image).map(drop).map_err(Into::into))
-        })?,
-    ));
+    rows.push((det_label, median_ms(args.runs, || timed(|| p.detector.detect(&image).map(drop).map_err(Into::into)))?));
     let rec_label = format!("align+embed {}", p.recognizer.entry().name);
     rows.push((
         rec_label,
-        median_ms(args.runs, || {
-            timed(|| {
-                p.recognizer
-                    .embed(&image, &face.landmarks)
-                    .map(drop)
-                    .map_err(Into::into)
-            })
-        })?,
+        median_ms(args.runs, || timed(|| p.recognizer.embed(&image, &face.landmarks).map(drop).map_err(Into::into)))?,
     ));
     let swap = median_ms(args.runs, || {
-        timed(|| {
-            p.swapper
-                .run(&image, &face.landmarks, &latent)
-                .map(drop)
-                .map_err(Into::into)
-        })
+        timed(|| p.swapper.run(&image, &face.landmarks, &latent).map(drop).map_err(Into::into))
     })?;
     rows.push((format!("swap {}", p.swapper.entry().name), swap));
     let to_crop = p.swapper.run(&image, &face.landmarks, &latent)?;
@@ -125,10 +99,7 @@ pub fn run(args: Args) -> Result<()> {
         println!("  {label:<40} {med:>9.2}  [{min:.2}..{max:.2}]");
     }
     if let Some(g) = args.swap_gflop {
-        println!(
-            "  swap throughput: {:.1} GFLOP/s ({g} GFLOP per swap)",
-            g / (swap[0] / 1e3)
-        );
+        println!("  swap throughput: {:.1} GFLOP/s ({g} GFLOP per swap)", g / (swap[0] / 1e3));
     }
     Ok(())
 }

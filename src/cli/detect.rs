@@ -41,13 +41,7 @@ struct ImageJson<'a> {
     faces: Vec<FaceJson<'a>>,
 }
 
-const LANDMARK_COLOURS: [[u8; 3]; 5] = [
-    [255, 0, 0],
-    [0, 0, 255],
-    [0, 255, 0],
-    [255, 0, 255],
-    [0, 255, 255],
-];
+const LANDMARK_COLOURS: [[u8; 3]; 5] = [[255, 0, 0], [0, 0, 255], [0, 255, 0], [255, 0, 255], [0, 255, 255]];
 
 fn debug_path(out: &Path, image: &Path, many: bool) -> PathBuf {
     if !many {
@@ -61,19 +55,12 @@ fn debug_path(out: &Path, image: &Path, many: bool) -> PathBuf {
 pub fn run(args: Args) -> Result<()> {
     let catalog = args.models.catalog()?;
     let mut detector = args.models.detector(&catalog)?;
-    let mut recognizer = if args.embed {
-        Some(args.models.recognizer(&catalog)?)
-    } else {
-        None
-    };
+    let mut recognizer = if args.embed { Some(args.models.recognizer(&catalog)?) } else { None };
     for path in &args.images {
         let img = load_image(path)?;
         let faces = detector.detect(&img)?;
         let embeddings = match recognizer.as_mut() {
-            Some(r) => faces
-                .iter()
-                .map(|f| r.embed(&img, &f.landmarks))
-                .collect::<Result<Vec<_>, _>>()?,
+            Some(r) => faces.iter().map(|f| r.embed(&img, &f.landmarks)).collect::<Result<Vec<_>, _>>()?,
             None => Vec::new(),
         };
         if args.json {
@@ -87,29 +74,16 @@ pub fn run(args: Args) -> Result<()> {
                     embedding: embeddings.get(i).map(|e| e.normed.as_slice()),
                 })
                 .collect();
-            let out = ImageJson {
-                image: path.display().to_string(),
-                width: img.width(),
-                height: img.height(),
-                faces,
-            };
+            let out = ImageJson { image: path.display().to_string(), width: img.width(), height: img.height(), faces };
             println!("{}", serde_json::to_string(&out)?);
         } else {
             let boxes: Vec<String> = faces
                 .iter()
                 .map(|f| {
-                    format!(
-                        "[{:.0},{:.0},{:.0},{:.0}] {:.2}",
-                        f.bbox[0], f.bbox[1], f.bbox[2], f.bbox[3], f.score
-                    )
+                    format!("[{:.0},{:.0},{:.0},{:.0}] {:.2}", f.bbox[0], f.bbox[1], f.bbox[2], f.bbox[3], f.score)
                 })
                 .collect();
-            println!(
-                "{}: {} face(s) {}",
-                path.display(),
-                faces.len(),
-                boxes.join(" ")
-            );
+            println!("{}: {} face(s) {}", path.display(), faces.len(), boxes.join(" "));
         }
         if let Some(out) = &args.debug {
             let mut canvas = img.clone();

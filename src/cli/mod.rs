@@ -64,11 +64,7 @@ pub struct ModelArgs {
 }
 
 fn parse_size(s: &str) -> Result<[u32; 2], String> {
-    let parse = |v: &str| {
-        v.trim()
-            .parse::<u32>()
-            .map_err(|_| format!("`{s}` is not a size like 640 or 640x480"))
-    };
+    let parse = |v: &str| v.trim().parse::<u32>().map_err(|_| format!("`{s}` is not a size like 640 or 640x480"));
     match s.split_once('x') {
         Some((w, h)) => Ok([parse(w)?, parse(h)?]),
         None => parse(s).map(|v| [v, v]),
@@ -110,14 +106,12 @@ pub enum SelectorMode {
 }
 
 pub fn load_image(path: &Path) -> Result<image::RgbImage> {
-    let img =
-        image::open(path).with_context(|| format!("cannot decode image {}", path.display()))?;
+    let img = image::open(path).with_context(|| format!("cannot decode image {}", path.display()))?;
     Ok(img.to_rgb8())
 }
 
 pub fn save_image(img: &image::RgbImage, path: &Path) -> Result<()> {
-    img.save(path)
-        .with_context(|| format!("cannot write image {}", path.display()))
+    img.save(path).with_context(|| format!("cannot write image {}", path.display()))
 }
 
 /// Builds the face selector; `reference` mode embeds the largest face of
@@ -135,10 +129,7 @@ pub fn selector(
         SelectorMode::Reference => {
             let path = reference.context("--selector reference needs --reference IMAGE")?;
             let reference = largest_identity(path, det, rec)?;
-            Selector::Reference {
-                reference,
-                max_distance,
-            }
+            Selector::Reference { reference, max_distance }
         }
     })
 }

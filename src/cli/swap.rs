@@ -34,31 +34,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    ensure!(
-        (0.0..=1.0).contains(&args.blend),
-        "--blend {} is outside 0..1",
-        args.blend
-    );
+    ensure!((0.0..=1.0).contains(&args.blend), "--blend {} is outside 0..1", args.blend);
     let catalog = args.models.catalog()?;
     let mut detector = args.models.detector(&catalog)?;
     let mut recognizer = args.models.recognizer(&catalog)?;
     let swapper = swapper(&catalog, args.swapper.as_deref())?;
-    let selector = selector(
-        args.selector,
-        args.reference.as_deref(),
-        args.reference_distance,
-        &mut detector,
-        &mut recognizer,
-    )?;
-    let mut pipeline = FusionPipeline::new(
-        detector,
-        recognizer,
-        swapper,
-        PipelineSettings {
-            blend: args.blend,
-            selector,
-        },
-    );
+    let selector =
+        selector(args.selector, args.reference.as_deref(), args.reference_distance, &mut detector, &mut recognizer)?;
+    let mut pipeline =
+        FusionPipeline::new(detector, recognizer, swapper, PipelineSettings { blend: args.blend, selector });
     let source = load_image(&args.source)?;
     pipeline.set_source(&source, &args.source.display().to_string())?;
     let mut frame = load_image(&args.target)?;

@@ -32,15 +32,7 @@ pub struct EmapArgs {
 }
 
 fn safe_name(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
 }
 
 pub fn infer(args: InferArgs) -> Result<()> {
@@ -48,29 +40,21 @@ pub fn infer(args: InferArgs) -> Result<()> {
     let entry = catalog.entry(&args.model)?;
     let mut named = Vec::new();
     for spec in &args.inputs {
-        let (name, path) = spec
-            .split_once('=')
-            .with_context(|| format!("--input `{spec}` is not NAME=FILE.npy"))?;
+        let (name, path) = spec.split_once('=').with_context(|| format!("--input `{spec}` is not NAME=FILE.npy"))?;
         let file = std::fs::File::open(path).with_context(|| format!("cannot open {path}"))?;
-        let tensor = npy::read(std::io::BufReader::new(file))
-            .with_context(|| format!("cannot read {path}"))?;
+        let tensor = npy::read(std::io::BufReader::new(file)).with_context(|| format!("cannot read {path}"))?;
         named.push((name.to_string(), tensor));
     }
-    let shapes: Vec<InputShape> = named
-        .iter()
-        .map(|(n, t)| InputShape::named(n, t.shape()))
-        .collect();
+    let shapes: Vec<InputShape> = named.iter().map(|(n, t)| InputShape::named(n, t.shape())).collect();
     let model = catalog.load(entry, &shapes)?;
     let mut session = model.session()?;
-    let refs: Vec<(&str, &crate::infer::Tensor)> =
-        named.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let refs: Vec<(&str, &crate::infer::Tensor)> = named.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let outputs = session.run(&refs)?;
     std::fs::create_dir_all(&args.output_dir)
         .with_context(|| format!("cannot create {}", args.output_dir.display()))?;
     for (name, tensor) in outputs.iter() {
         let path = args.output_dir.join(format!("{}.npy", safe_name(name)));
-        let file = std::fs::File::create(&path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        let file = std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
         npy::write(std::io::BufWriter::new(file), tensor)?;
         println!("{name} {:?} -> {}", tensor.shape(), path.display());
     }
@@ -81,18 +65,8 @@ pub fn emap(args: EmapArgs) -> Result<()> {
     let catalog = args.models.catalog()?;
     let entry = catalog.entry(&args.model)?;
     let emap = extract_emap(&catalog.open_file(entry)?)?;
-    let out = args.output.unwrap_or_else(|| {
-        entry
-            .emap
-            .clone()
-            .unwrap_or_else(|| crate::face::emap_path(&entry.file))
-    });
+    let out = args.output.unwrap_or_else(|| entry.emap.clone().unwrap_or_else(|| crate::face::emap_path(&entry.file)));
     write_emap(&out, &emap)?;
-    println!(
-        "{}: emap {:?} -> {}",
-        entry.name,
-        emap.shape(),
-        out.display()
-    );
+    println!("{}: emap {:?} -> {}", entry.name, emap.shape(), out.display());
     Ok(())
 }

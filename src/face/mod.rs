@@ -116,18 +116,9 @@ mod tests {
     #[test]
     fn arcface_112_v2_matches_insightface_reference_points() {
         let p = Template::Arcface112V2.points(112);
-        let want = [
-            [38.2946, 51.6963],
-            [73.5318, 51.5014],
-            [56.0252, 71.7366],
-            [41.5493, 92.3655],
-            [70.7299, 92.2041],
-        ];
+        let want = [[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366], [41.5493, 92.3655], [70.7299, 92.2041]];
         for (a, b) in p.iter().zip(want) {
-            assert!(
-                (a[0] - b[0]).abs() < 1e-3 && (a[1] - b[1]).abs() < 1e-3,
-                "{a:?} vs {b:?}"
-            );
+            assert!((a[0] - b[0]).abs() < 1e-3 && (a[1] - b[1]).abs() < 1e-3, "{a:?} vs {b:?}");
         }
     }
 

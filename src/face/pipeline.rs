@@ -36,10 +36,7 @@ pub struct PipelineSettings {
 
 impl Default for PipelineSettings {
     fn default() -> Self {
-        PipelineSettings {
-            blend: 1.0,
-            selector: Selector::One,
-        }
+        PipelineSettings { blend: 1.0, selector: Selector::One }
     }
 }
 
@@ -59,19 +56,8 @@ pub struct FusionPipeline {
 }
 
 impl FusionPipeline {
-    pub fn new(
-        detector: Detector,
-        recognizer: Recognizer,
-        swapper: Swapper,
-        settings: PipelineSettings,
-    ) -> Self {
-        FusionPipeline {
-            detector,
-            recognizer,
-            swapper,
-            settings,
-            source: None,
-        }
+    pub fn new(detector: Detector, recognizer: Recognizer, swapper: Swapper, settings: PipelineSettings) -> Self {
+        FusionPipeline { detector, recognizer, swapper, settings, source: None }
     }
 
     /// The largest face of `img`, embedded.
@@ -126,10 +112,6 @@ impl FusionPipeline {
             }
         }
         t.total = start.elapsed();
-        Ok(FrameReport {
-            faces,
-            swapped,
-            timings: t,
-        })
+        Ok(FrameReport { faces, swapped, timings: t })
     }
 }

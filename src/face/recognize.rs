@@ -23,11 +23,7 @@ impl Embedding {
 
     /// Cosine similarity of the normalised vectors.
     pub fn cosine(&self, other: &Embedding) -> f32 {
-        self.normed
-            .iter()
-            .zip(&other.normed)
-            .map(|(a, b)| a * b)
-            .sum()
+        self.normed.iter().zip(&other.normed).map(|(a, b)| a * b).sum()
     }
 
     /// FaceFusion's face distance on a 0..1 scale: (1 − cosine) / 2.
@@ -51,10 +47,7 @@ impl Recognizer {
         let [w, h] = entry.input_size;
         let shape = [1, 3, h as usize, w as usize];
         let model = catalog.load(&entry, &[InputShape::first(&shape)])?;
-        let session = model.session().map_err(|source| FaceError::Infer {
-            model: entry.name.clone(),
-            source,
-        })?;
+        let session = model.session().map_err(|source| FaceError::Infer { model: entry.name.clone(), source })?;
         Ok(Recognizer {
             input_name: model.inputs()[0].name.clone(),
             session,
@@ -77,24 +70,16 @@ impl Recognizer {
     pub fn embed(&mut self, frame: &RgbImage, landmarks: &[[f32; 2]; 5]) -> Result<Embedding> {
         let to_crop = self.template.align(landmarks, self.crop.width())?;
         warp_affine_into(frame, &to_crop, &mut self.crop);
-        pack_nchw(
-            &self.crop,
-            self.entry.channels,
-            &self.entry.norm,
-            self.tensor.data_mut(),
-        );
+        pack_nchw(&self.crop, self.entry.channels, &self.entry.norm, self.tensor.data_mut());
         let model = &self.entry.name;
         let out = self
             .session
             .run(&[(&self.input_name, &self.tensor)])
-            .map_err(|source| FaceError::Infer {
-                model: model.clone(),
-                source,
-            })?;
-        let (_, t) = out.iter().next().ok_or_else(|| FaceError::Contract {
-            model: model.clone(),
-            message: "no output".into(),
-        })?;
+            .map_err(|source| FaceError::Infer { model: model.clone(), source })?;
+        let (_, t) = out
+            .iter()
+            .next()
+            .ok_or_else(|| FaceError::Contract { model: model.clone(), message: "no output".into() })?;
         if t.is_empty() || t.data().iter().any(|v| !v.is_finite()) {
             return Err(FaceError::Contract {
                 model: model.clone(),

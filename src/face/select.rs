@@ -11,10 +11,7 @@ pub enum Selector {
     Many,
     /// The face closest to `reference`, if its distance ((1 − cos)/2) is
     /// below `max_distance` (FaceFusion's default 0.3).
-    Reference {
-        reference: Embedding,
-        max_distance: f32,
-    },
+    Reference { reference: Embedding, max_distance: f32 },
 }
 
 impl Selector {
@@ -34,10 +31,7 @@ impl Selector {
                 .map(|(i, _)| i)
                 .into_iter()
                 .collect(),
-            Selector::Reference {
-                reference,
-                max_distance,
-            } => embeddings
+            Selector::Reference { reference, max_distance } => embeddings
                 .iter()
                 .enumerate()
                 .map(|(i, e)| (i, reference.distance(e)))
@@ -55,19 +49,12 @@ mod tests {
     use super::*;
 
     fn face(size: f32) -> Face {
-        Face {
-            bbox: [0.0, 0.0, size, size],
-            score: 0.9,
-            landmarks: [[0.0; 2]; 5],
-        }
+        Face { bbox: [0.0, 0.0, size, size], score: 0.9, landmarks: [[0.0; 2]; 5] }
     }
 
     #[test]
     fn one_picks_the_largest_face() {
-        assert_eq!(
-            Selector::One.select(&[face(10.0), face(30.0), face(20.0)], &[]),
-            vec![1]
-        );
+        assert_eq!(Selector::One.select(&[face(10.0), face(30.0), face(20.0)], &[]), vec![1]);
         assert!(Selector::One.select(&[], &[]).is_empty());
     }
 
@@ -76,14 +63,8 @@ mod tests {
         let r = Embedding::from_raw(vec![1.0, 0.0]);
         let near = Embedding::from_raw(vec![0.9, 0.1]);
         let far = Embedding::from_raw(vec![-1.0, 0.2]);
-        let sel = Selector::Reference {
-            reference: r,
-            max_distance: 0.3,
-        };
-        assert_eq!(
-            sel.select(&[face(1.0), face(2.0)], &[far.clone(), near]),
-            vec![1]
-        );
+        let sel = Selector::Reference { reference: r, max_distance: 0.3 };
+        assert_eq!(sel.select(&[face(1.0), face(2.0)], &[far.clone(), near]), vec![1]);
         assert!(sel.select(&[face(1.0)], &[far]).is_empty());
     }
 }

@@ -6,9 +6,7 @@ use super::{Embedding, FaceError, Result, Template};
 use crate::catalog::Catalog;
 use crate::infer::{onnx, InputShape, Session, Tensor};
 use crate::manifest::{Contract, Kind, ModelEntry};
-use crate::vision::{
-    box_mask, pack_nchw, paste_back, unpack_nchw, warp_affine_into, Affine, RgbImage,
-};
+use crate::vision::{box_mask, pack_nchw, paste_back, unpack_nchw, warp_affine_into, Affine, RgbImage};
 use std::path::{Path, PathBuf};
 
 const EMAP_TENSOR: &str = "emap";
@@ -24,10 +22,7 @@ pub struct MaskSettings {
 
 impl Default for MaskSettings {
     fn default() -> Self {
-        MaskSettings {
-            blur: 0.3,
-            padding: [0.0; 4],
-        }
+        MaskSettings { blur: 0.3, padding: [0.0; 4] }
     }
 }
 
@@ -52,8 +47,7 @@ pub fn emap_path(model: &Path) -> PathBuf {
 /// Reads insightface's emap from a float inswapper graph (its last
 /// initializer), checked to be square.
 pub fn extract_emap(onnx_bytes: &[u8]) -> Result<Tensor> {
-    let (name, t) =
-        onnx::last_initializer(onnx_bytes).map_err(|e| FaceError::Emap(e.to_string()))?;
+    let (name, t) = onnx::last_initializer(onnx_bytes).map_err(|e| FaceError::Emap(e.to_string()))?;
     match t.shape() {
         [a, b] if a == b => Ok(t),
         s => Err(FaceError::Emap(format!(
@@ -64,25 +58,14 @@ pub fn extract_emap(onnx_bytes: &[u8]) -> Result<Tensor> {
 
 pub fn write_emap(path: &Path, emap: &Tensor) -> Result<()> {
     let bytes: Vec<u8> = emap.data().iter().flat_map(|v| v.to_le_bytes()).collect();
-    let view = safetensors::tensor::TensorView::new(
-        safetensors::Dtype::F32,
-        emap.shape().to_vec(),
-        &bytes,
-    )
-    .map_err(|e| FaceError::Emap(e.to_string()))?;
-    let data = safetensors::serialize([(EMAP_TENSOR, view)], None)
+    let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, emap.shape().to_vec(), &bytes)
         .map_err(|e| FaceError::Emap(e.to_string()))?;
-    std::fs::write(path, data)
-        .map_err(|e| FaceError::Emap(format!("cannot write {}: {e}", path.display())))
+    let data = safetensors::serialize([(EMAP_TENSOR, view)], None).map_err(|e| FaceError::Emap(e.to_string()))?;
+    std::fs::write(path, data).map_err(|e| FaceError::Emap(format!("cannot write {}: {e}", path.display())))
 }
 
 pub fn read_emap(path: &Path) -> Result<Tensor> {
-    let err = |m: String| {
-        FaceError::Emap(format!(
-            "{}: {m}; regenerate it with `fusiond emap`",
-            path.display()
-        ))
-    };
+    let err = |m: String| FaceError::Emap(format!("{}: {m}; regenerate it with `fusiond emap`", path.display()));
     let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
     // SAFETY: a read-only mapping of a side file that only this process reads.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| err(e.to_string()))?;
@@ -92,16 +75,9 @@ pub fn read_emap(path: &Path) -> Result<Tensor> {
         return Err(err(format!("tensor `emap` is {:?}, not F32", view.dtype())));
     }
     if view.shape().len() != 2 {
-        return Err(err(format!(
-            "tensor `emap` has shape {:?}, not [rows, cols]",
-            view.shape()
-        )));
+        return Err(err(format!("tensor `emap` has shape {:?}, not [rows, cols]", view.shape())));
     }
-    let data = view
-        .data()
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
+    let data = view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
     Tensor::new(view.shape(), data).ok_or_else(|| err("tensor `emap` has a bad length".into()))
 }
 
@@ -115,15 +91,9 @@ impl Swapper {
         let latent_len = emap.as_ref().map_or(512, |e| e.shape()[1]);
         let size = entry.input_size[0];
         let target_shape = [1, 3, size as usize, size as usize];
-        let inputs = [
-            InputShape::named("target", &target_shape),
-            InputShape::named("source", &[1, latent_len]),
-        ];
+        let inputs = [InputShape::named("target", &target_shape), InputShape::named("source", &[1, latent_len])];
         let model = catalog.load(&entry, &inputs)?;
-        let session = model.session().map_err(|source| FaceError::Infer {
-            model: entry.name.clone(),
-            source,
-        })?;
+        let session = model.session().map_err(|source| FaceError::Infer { model: entry.name.clone(), source })?;
         Ok(Swapper {
             session,
             template: entry.template.unwrap_or(Template::Arcface128),
@@ -193,50 +163,24 @@ impl Swapper {
 
     /// Aligns the face at `landmarks`, runs the model and keeps its output
     /// crop. Returns the frame → crop transform for [`Swapper::paste`].
-    pub fn run(
-        &mut self,
-        frame: &RgbImage,
-        landmarks: &[[f32; 2]; 5],
-        latent: &Tensor,
-    ) -> Result<Affine> {
+    pub fn run(&mut self, frame: &RgbImage, landmarks: &[[f32; 2]; 5], latent: &Tensor) -> Result<Affine> {
         let to_crop = self.template.align(landmarks, self.crop.width())?;
         warp_affine_into(frame, &to_crop, &mut self.crop);
-        pack_nchw(
-            &self.crop,
-            self.entry.channels,
-            &self.entry.norm,
-            self.target.data_mut(),
-        );
+        pack_nchw(&self.crop, self.entry.channels, &self.entry.norm, self.target.data_mut());
         let model = &self.entry.name;
         let out = self
             .session
             .run(&[("target", &self.target), ("source", latent)])
-            .map_err(|source| FaceError::Infer {
-                model: model.clone(),
-                source,
-            })?;
-        let (_, t) = out.iter().next().ok_or_else(|| FaceError::Contract {
-            model: model.clone(),
-            message: "no output".into(),
-        })?;
+            .map_err(|source| FaceError::Infer { model: model.clone(), source })?;
+        let (_, t) = out
+            .iter()
+            .next()
+            .ok_or_else(|| FaceError::Contract { model: model.clone(), message: "no output".into() })?;
         if t.len() != self.target.len() {
-            let message = format!(
-                "an output of shape {:?}; expected {:?}",
-                t.shape(),
-                self.target.shape()
-            );
-            return Err(FaceError::Contract {
-                model: model.clone(),
-                message,
-            });
+            let message = format!("an output of shape {:?}; expected {:?}", t.shape(), self.target.shape());
+            return Err(FaceError::Contract { model: model.clone(), message });
         }
-        unpack_nchw(
-            t.data(),
-            self.entry.channels,
-            self.entry.output_mean,
-            self.entry.output_std,
-            &mut self.out,
-        );
+        unpack_nchw(t.data(), self.entry.channels, self.entry.output_mean, self.entry.output_std, &mut self.out);
         Ok(to_crop)
     }
 

@@ -38,17 +38,11 @@ pub struct InputShape {
 
 impl InputShape {
     pub fn named(name: &str, shape: &[usize]) -> Self {
-        InputShape {
-            input: InputRef::Name(name.into()),
-            shape: shape.to_vec(),
-        }
+        InputShape { input: InputRef::Name(name.into()), shape: shape.to_vec() }
     }
 
     pub fn first(shape: &[usize]) -> Self {
-        InputShape {
-            input: InputRef::Index(0),
-            shape: shape.to_vec(),
-        }
+        InputShape { input: InputRef::Index(0), shape: shape.to_vec() }
     }
 
     fn matches(&self, index: usize, name: &str) -> bool {
@@ -66,11 +60,7 @@ pub enum InferError {
     #[error("model has no input {name} (it has: {available}); is the manifest's contract right?")]
     UnknownInput { name: String, available: String },
     #[error("input `{name}` has shape {got:?}, but the model was loaded for {want:?}")]
-    InputShape {
-        name: String,
-        got: Vec<usize>,
-        want: Vec<usize>,
-    },
+    InputShape { name: String, got: Vec<usize>, want: Vec<usize> },
     #[error("model has no output named `{name}` (it has: {available})")]
     UnknownOutput { name: String, available: String },
     #[error("inference failed: {0}")]
@@ -122,18 +112,12 @@ impl Outputs {
             .iter()
             .position(|n| n == name)
             .map(|i| &self.tensors[i])
-            .ok_or_else(|| InferError::UnknownOutput {
-                name: name.to_string(),
-                available: self.names.join(", "),
-            })
+            .ok_or_else(|| InferError::UnknownOutput { name: name.to_string(), available: self.names.join(", ") })
     }
 
     /// Outputs in model order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Tensor)> {
-        self.names
-            .iter()
-            .map(String::as_str)
-            .zip(self.tensors.iter())
+        self.names.iter().map(String::as_str).zip(self.tensors.iter())
     }
 
     pub fn into_vec(self) -> Vec<(String, Tensor)> {

@@ -16,41 +16,22 @@ fn f32_values(t: &pb::TensorProto) -> Option<Vec<f32>> {
     if t.raw_data.len() % 4 != 0 {
         return None;
     }
-    Some(
-        t.raw_data
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect(),
-    )
+    Some(t.raw_data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
 }
 
 /// The last initializer of the graph, which is where insightface stores
 /// inswapper's emap. Only meaningful on the float export: quantisers rename,
 /// fold and reorder initializers.
 pub fn last_initializer(bytes: &[u8]) -> Result<(String, Tensor)> {
-    let proto = tract_onnx::onnx()
-        .proto_model_for_read(&mut &bytes[..])
-        .map_err(|e| InferError::Load(format!("{e:#}")))?;
-    let graph = proto
-        .graph
-        .as_ref()
-        .ok_or_else(|| InferError::Load("the file has no graph".into()))?;
-    let last = graph
-        .initializer
-        .last()
-        .ok_or_else(|| InferError::Load("the graph has no initializers".into()))?;
+    let proto =
+        tract_onnx::onnx().proto_model_for_read(&mut &bytes[..]).map_err(|e| InferError::Load(format!("{e:#}")))?;
+    let graph = proto.graph.as_ref().ok_or_else(|| InferError::Load("the file has no graph".into()))?;
+    let last = graph.initializer.last().ok_or_else(|| InferError::Load("the graph has no initializers".into()))?;
     let shape: Vec<usize> = last.dims.iter().map(|&d| d.max(0) as usize).collect();
     let data = f32_values(last).ok_or_else(|| {
-        InferError::Load(format!(
-            "initializer `{}` is not float32 data (is this a quantised graph?)",
-            last.name
-        ))
+        InferError::Load(format!("initializer `{}` is not float32 data (is this a quantised graph?)", last.name))
     })?;
-    let tensor = Tensor::new(&shape, data).ok_or_else(|| {
-        InferError::Load(format!(
-            "initializer `{}` does not hold {shape:?} values",
-            last.name
-        ))
-    })?;
+    let tensor = Tensor::new(&shape, data)
+        .ok_or_else(|| InferError::Load(format!("initializer `{}` does not hold {shape:?} values", last.name)))?;
     Ok((last.name.clone(), tensor))
 }

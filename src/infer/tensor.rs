@@ -9,17 +9,11 @@ pub struct Tensor {
 impl Tensor {
     /// Wraps `data`; `None` when its length does not match `shape`.
     pub fn new(shape: &[usize], data: Vec<f32>) -> Option<Self> {
-        (shape.iter().product::<usize>() == data.len()).then(|| Tensor {
-            shape: shape.to_vec(),
-            data,
-        })
+        (shape.iter().product::<usize>() == data.len()).then(|| Tensor { shape: shape.to_vec(), data })
     }
 
     pub fn zeros(shape: &[usize]) -> Self {
-        Tensor {
-            shape: shape.to_vec(),
-            data: vec![0.0; shape.iter().product()],
-        }
+        Tensor { shape: shape.to_vec(), data: vec![0.0; shape.iter().product()] }
     }
 
     pub fn shape(&self) -> &[usize] {

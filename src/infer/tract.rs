@@ -38,8 +38,7 @@ fn declared_inputs(proto: &pb::ModelProto) -> Vec<(String, DatumType, Option<Vec
     let Some(graph) = proto.graph.as_ref() else {
         return vec![];
     };
-    let initializers: std::collections::HashSet<&str> =
-        graph.initializer.iter().map(|t| t.name.as_str()).collect();
+    let initializers: std::collections::HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
     graph
         .input
         .iter()
@@ -57,9 +56,7 @@ fn declared_inputs(proto: &pb::ModelProto) -> Vec<(String, DatumType, Option<Vec
                 s.dim
                     .iter()
                     .map(|d| match d.value {
-                        Some(pb::tensor_shape_proto::dimension::Value::DimValue(v)) if v > 0 => {
-                            Some(v as usize)
-                        }
+                        Some(pb::tensor_shape_proto::dimension::Value::DimValue(v)) if v > 0 => Some(v as usize),
                         _ => None,
                     })
                     .collect::<Option<Vec<usize>>>()
@@ -79,23 +76,13 @@ impl Backend for TractBackend {
         // batch dims that contradict the fixed shapes we impose; every input
         // shape therefore comes from `specs` or from a fully static declaration.
         let onnx = tract_onnx::onnx().with_ignore_value_info(true);
-        let proto = onnx
-            .proto_model_for_read(&mut &bytes[..])
-            .map_err(load_err)?;
+        let proto = onnx.proto_model_for_read(&mut &bytes[..]).map_err(load_err)?;
         let declared = declared_inputs(&proto);
         for spec in specs {
-            if !declared
-                .iter()
-                .enumerate()
-                .any(|(i, (n, _, _))| spec.matches(i, n))
-            {
+            if !declared.iter().enumerate().any(|(i, (n, _, _))| spec.matches(i, n)) {
                 return Err(InferError::UnknownInput {
                     name: format!("{:?}", spec.input),
-                    available: declared
-                        .iter()
-                        .map(|d| d.0.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
+                    available: declared.iter().map(|d| d.0.as_str()).collect::<Vec<_>>().join(", "),
                 });
             }
         }
@@ -111,9 +98,7 @@ impl Backend for TractBackend {
                     ))
                 })?,
             };
-            model
-                .set_input_fact(ix, InferenceFact::dt_shape(dt, &shape))
-                .map_err(load_err)?;
+            model.set_input_fact(ix, InferenceFact::dt_shape(dt, &shape)).map_err(load_err)?;
             inputs.push(InputSpec { name, shape });
             input_types.push(dt);
         }
@@ -122,20 +107,10 @@ impl Backend for TractBackend {
             .output_outlets()
             .map_err(load_err)?
             .iter()
-            .map(|o| {
-                typed
-                    .outlet_label(*o)
-                    .unwrap_or(&typed.node(o.node).name)
-                    .to_string()
-            })
+            .map(|o| typed.outlet_label(*o).unwrap_or(&typed.node(o.node).name).to_string())
             .collect();
         let plan = typed.into_runnable().map_err(load_err)?;
-        Ok(Arc::new(TractModel {
-            plan,
-            inputs,
-            input_types,
-            outputs,
-        }))
+        Ok(Arc::new(TractModel { plan, inputs, input_types, outputs }))
     }
 }
 
@@ -162,13 +137,9 @@ impl Session for TractSession {
     fn run(&mut self, given: &[(&str, &Tensor)]) -> Result<Outputs> {
         let mut values: TVec<TValue> = tvec!();
         for (spec, dt) in self.inputs.iter().zip(&self.input_types) {
-            let t = given
-                .iter()
-                .find(|(n, _)| *n == spec.name)
-                .map(|(_, t)| *t)
-                .ok_or_else(|| InferError::UnknownInput {
-                    name: spec.name.clone(),
-                    available: "(missing)".into(),
+            let t =
+                given.iter().find(|(n, _)| *n == spec.name).map(|(_, t)| *t).ok_or_else(|| {
+                    InferError::UnknownInput { name: spec.name.clone(), available: "(missing)".into() }
                 })?;
             if t.shape() != spec.shape.as_slice() {
                 return Err(InferError::InputShape {
@@ -177,13 +148,9 @@ impl Session for TractSession {
                     want: spec.shape.clone(),
                 });
             }
+            let tensor = tract_onnx::prelude::Tensor::from_shape(t.shape(), t.data()).map_err(run_err)?;
             let tensor =
-                tract_onnx::prelude::Tensor::from_shape(t.shape(), t.data()).map_err(run_err)?;
-            let tensor = if *dt == DatumType::F32 {
-                tensor
-            } else {
-                tensor.cast_to_dt(*dt).map_err(run_err)?.into_owned()
-            };
+                if *dt == DatumType::F32 { tensor } else { tensor.cast_to_dt(*dt).map_err(run_err)?.into_owned() };
             values.push(tensor.into());
         }
         let results = self.state.run(values).map_err(run_err)?;
@@ -191,10 +158,8 @@ impl Session for TractSession {
             .into_iter()
             .map(|v| {
                 let t = v.cast_to::<f32>().map_err(run_err)?;
-                let data = t
-                    .try_as_plain_ram()
-                    .and_then(|v| v.as_slice::<f32>().map(<[f32]>::to_vec))
-                    .map_err(run_err)?;
+                let data =
+                    t.try_as_plain_ram().and_then(|v| v.as_slice::<f32>().map(<[f32]>::to_vec)).map_err(run_err)?;
                 Ok(Tensor::new(t.shape(), data).expect("tract tensor length matches its shape"))
             })
             .collect::<Result<Vec<_>>>()?;

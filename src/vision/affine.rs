@@ -50,9 +50,7 @@ pub fn estimate_similarity(src: &[[f32; 2]], dst: &[[f32; 2]]) -> Option<Affine>
         return None;
     }
     let mean = |p: &[[f32; 2]]| {
-        let (sx, sy) = p[..n]
-            .iter()
-            .fold((0f64, 0f64), |(x, y), q| (x + q[0] as f64, y + q[1] as f64));
+        let (sx, sy) = p[..n].iter().fold((0f64, 0f64), |(x, y), q| (x + q[0] as f64, y + q[1] as f64));
         (sx / n as f64, sy / n as f64)
     };
     let (msx, msy) = mean(src);
@@ -99,13 +97,7 @@ mod tests {
     #[test]
     fn similarity_recovers_a_known_transform() {
         let truth = Affine([0.8, -0.6, 10.0, 0.6, 0.8, -5.0]);
-        let src = [
-            [1.0, 2.0],
-            [30.0, 4.0],
-            [15.0, 20.0],
-            [5.0, 33.0],
-            [28.0, 31.0],
-        ];
+        let src = [[1.0, 2.0], [30.0, 4.0], [15.0, 20.0], [5.0, 33.0], [28.0, 31.0]];
         let dst: Vec<[f32; 2]> = src.iter().map(|p| truth.apply(p[0], p[1]).into()).collect();
         let got = estimate_similarity(&src, &dst).unwrap();
         for (g, t) in got.0.iter().zip(truth.0) {

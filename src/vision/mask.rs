@@ -7,17 +7,9 @@ use super::{sample_replicate, Affine, RgbImage};
 pub fn box_mask(w: usize, h: usize, blur: f32, padding: [f32; 4]) -> Vec<f32> {
     let blur_amount = (w as f32 * 0.5 * blur) as usize;
     let blur_area = (blur_amount / 2).max(1);
-    let edge = |pad: f32, extent: usize| {
-        blur_area
-            .max((extent as f32 * pad / 100.0) as usize)
-            .min(extent)
-    };
-    let (top, right, bottom, left) = (
-        edge(padding[0], h),
-        edge(padding[1], w),
-        edge(padding[2], h),
-        edge(padding[3], w),
-    );
+    let edge = |pad: f32, extent: usize| blur_area.max((extent as f32 * pad / 100.0) as usize).min(extent);
+    let (top, right, bottom, left) =
+        (edge(padding[0], h), edge(padding[1], w), edge(padding[2], h), edge(padding[3], w));
     let mut mask = vec![0f32; w * h];
     for y in top..h.saturating_sub(bottom) {
         for x in left..w.saturating_sub(right) {
@@ -38,9 +30,8 @@ pub fn gaussian_blur(data: &mut [f32], w: usize, h: usize, sigma: f32) {
     }
     let k = ((sigma * 8.0 + 1.0).round() as usize) | 1;
     let half = (k / 2) as isize;
-    let mut kernel: Vec<f32> = (0..k)
-        .map(|i| (-((i as f32 - half as f32).powi(2)) / (2.0 * sigma * sigma)).exp())
-        .collect();
+    let mut kernel: Vec<f32> =
+        (0..k).map(|i| (-((i as f32 - half as f32).powi(2)) / (2.0 * sigma * sigma)).exp()).collect();
     let sum: f32 = kernel.iter().sum();
     kernel.iter_mut().for_each(|v| *v /= sum);
     let reflect = |i: isize, n: usize| -> usize {
@@ -58,11 +49,8 @@ pub fn gaussian_blur(data: &mut [f32], w: usize, h: usize, sigma: f32) {
     for y in 0..h {
         let row = &data[y * w..(y + 1) * w];
         for x in 0..w {
-            tmp[y * w + x] = kernel
-                .iter()
-                .enumerate()
-                .map(|(i, kv)| kv * row[reflect(x as isize + i as isize - half, w)])
-                .sum();
+            tmp[y * w + x] =
+                kernel.iter().enumerate().map(|(i, kv)| kv * row[reflect(x as isize + i as isize - half, w)]).sum();
         }
     }
     for y in 0..h {
@@ -82,33 +70,12 @@ pub fn gaussian_blur(data: &mut [f32], w: usize, h: usize, sigma: f32) {
 /// is empty or the map is singular.
 pub fn paste_region(to_crop: &Affine, cw: u32, ch: u32, fw: u32, fh: u32) -> Option<[u32; 4]> {
     let inv = to_crop.invert()?;
-    let corners = [
-        (0.0, 0.0),
-        (cw as f32, 0.0),
-        (cw as f32, ch as f32),
-        (0.0, ch as f32),
-    ];
+    let corners = [(0.0, 0.0), (cw as f32, 0.0), (cw as f32, ch as f32), (0.0, ch as f32)];
     let pts = corners.map(|(x, y)| inv.apply(x, y));
-    let min_x = pts
-        .iter()
-        .map(|p| p.0)
-        .fold(f32::INFINITY, f32::min)
-        .floor();
-    let min_y = pts
-        .iter()
-        .map(|p| p.1)
-        .fold(f32::INFINITY, f32::min)
-        .floor();
-    let max_x = pts
-        .iter()
-        .map(|p| p.0)
-        .fold(f32::NEG_INFINITY, f32::max)
-        .ceil();
-    let max_y = pts
-        .iter()
-        .map(|p| p.1)
-        .fold(f32::NEG_INFINITY, f32::max)
-        .ceil();
+    let min_x = pts.iter().map(|p| p.0).fold(f32::INFINITY, f32::min).floor();
+    let min_y = pts.iter().map(|p| p.1).fold(f32::INFINITY, f32::min).floor();
+    let max_x = pts.iter().map(|p| p.0).fold(f32::NEG_INFINITY, f32::max).ceil();
+    let max_y = pts.iter().map(|p| p.1).fold(f32::NEG_INFINITY, f32::max).ceil();
     let clip = |v: f32, hi: u32| {
         if v.is_finite() {
             v.clamp(0.0, hi as f32) as u32
@@ -116,12 +83,7 @@ pub fn paste_region(to_crop: &Affine, cw: u32, ch: u32, fw: u32, fh: u32) -> Opt
             0
         }
     };
-    let r = [
-        clip(min_x, fw),
-        clip(min_y, fh),
-        clip(max_x, fw),
-        clip(max_y, fh),
-    ];
+    let r = [clip(min_x, fw), clip(min_y, fh), clip(max_x, fw), clip(max_y, fh)];
     (r[2] > r[0] && r[3] > r[1]).then_some(r)
 }
 
@@ -147,16 +109,9 @@ fn sample_zero(mask: &[f32], w: usize, h: usize, x: f32, y: f32) -> f32 {
 /// pixels (the alignment transform). Only the paste region is visited; each
 /// pixel becomes frame·(1 − m) + crop·m with m = mask · blend. Pixels whose
 /// weight is zero are left bit-identical.
-pub fn paste_back(
-    frame: &mut RgbImage,
-    crop: &RgbImage,
-    mask: &[f32],
-    to_crop: &Affine,
-    blend: f32,
-) {
+pub fn paste_back(frame: &mut RgbImage, crop: &RgbImage, mask: &[f32], to_crop: &Affine, blend: f32) {
     let (cw, ch) = (crop.width(), crop.height());
-    let Some([x1, y1, x2, y2]) = paste_region(to_crop, cw, ch, frame.width(), frame.height())
-    else {
+    let Some([x1, y1, x2, y2]) = paste_region(to_crop, cw, ch, frame.width(), frame.height()) else {
         return;
     };
     let blend = blend.clamp(0.0, 1.0);
@@ -213,10 +168,7 @@ mod tests {
     fn paste_region_is_clipped_to_the_frame() {
         let to_crop = Affine([1.0, 0.0, 10.0, 0.0, 1.0, 10.0]);
         assert_eq!(paste_region(&to_crop, 64, 64, 40, 40), Some([0, 0, 40, 40]));
-        assert_eq!(
-            paste_region(&to_crop, 64, 64, 100, 100),
-            Some([0, 0, 54, 54])
-        );
+        assert_eq!(paste_region(&to_crop, 64, 64, 100, 100), Some([0, 0, 54, 54]));
     }
 
     #[test]
@@ -224,13 +176,7 @@ mod tests {
         let mut frame = RgbImage::from_pixel(50, 50, image::Rgb([9, 9, 9]));
         let before = frame.clone();
         let crop = RgbImage::from_pixel(16, 16, image::Rgb([200, 0, 0]));
-        paste_back(
-            &mut frame,
-            &crop,
-            &vec![1.0; 256],
-            &Affine([1.0, 0.0, -5.0, 0.0, 1.0, -5.0]),
-            0.0,
-        );
+        paste_back(&mut frame, &crop, &vec![1.0; 256], &Affine([1.0, 0.0, -5.0, 0.0, 1.0, -5.0]), 0.0);
         assert_eq!(frame, before);
     }
 }

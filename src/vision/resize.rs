@@ -33,10 +33,6 @@ mod tests {
         resize_into(&src, &mut dst, 2, 1);
         assert_eq!(dst.get_pixel(0, 0)[0], 5);
         assert_eq!(dst.get_pixel(1, 0)[0], 25);
-        assert_eq!(
-            dst.get_pixel(2, 0)[0],
-            0,
-            "outside the letterbox stays untouched"
-        );
+        assert_eq!(dst.get_pixel(2, 0)[0], 0, "outside the letterbox stays untouched");
     }
 }

@@ -19,10 +19,7 @@ pub struct Normalization {
 
 impl Normalization {
     pub const fn uniform(mean: f32, std: f32) -> Self {
-        Normalization {
-            mean: [mean; 3],
-            std: [std; 3],
-        }
+        Normalization { mean: [mean; 3], std: [std; 3] }
     }
 }
 
@@ -69,12 +66,7 @@ mod tests {
     fn bgr_packing_swaps_planes_and_normalises() {
         let img = RgbImage::from_pixel(2, 1, image::Rgb([10, 20, 30]));
         let mut out = vec![0.0; 6];
-        pack_nchw(
-            &img,
-            ChannelOrder::Bgr,
-            &Normalization::uniform(0.0, 10.0),
-            &mut out,
-        );
+        pack_nchw(&img, ChannelOrder::Bgr, &Normalization::uniform(0.0, 10.0), &mut out);
         assert_eq!(out, vec![3.0, 3.0, 2.0, 2.0, 1.0, 1.0]);
     }
 
@@ -82,12 +74,7 @@ mod tests {
     fn unpack_inverts_pack() {
         let img = RgbImage::from_fn(3, 2, |x, y| image::Rgb([x as u8 * 50, y as u8 * 90, 200]));
         let mut t = vec![0.0; 18];
-        pack_nchw(
-            &img,
-            ChannelOrder::Rgb,
-            &Normalization::uniform(0.0, 255.0),
-            &mut t,
-        );
+        pack_nchw(&img, ChannelOrder::Rgb, &Normalization::uniform(0.0, 255.0), &mut t);
         let mut back = RgbImage::new(3, 2);
         unpack_nchw(&t, ChannelOrder::Rgb, 0.0, 1.0, &mut back);
         assert_eq!(img, back);

@@ -3,10 +3,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn fusiond(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fusiond"))
-        .args(args)
-        .output()
-        .expect("fusiond runs")
+    Command::new(env!("CARGO_BIN_EXE_fusiond")).args(args).output().expect("fusiond runs")
 }
 
 fn stderr(o: &Output) -> String {
@@ -21,21 +18,11 @@ fn p(path: &Path) -> &str {
 fn detect_json_has_the_documented_shape() {
     let img = shared("images/fr_two_people.jpg");
     let models = shared("models");
-    let out = fusiond(&[
-        "detect",
-        p(&img),
-        "--models",
-        p(&models),
-        "--json",
-        "--embed",
-    ]);
+    let out = fusiond(&["detect", p(&img), "--models", p(&models), "--json", "--embed"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["image"], p(&img));
-    assert_eq!(
-        (v["width"].as_u64(), v["height"].as_u64()),
-        (Some(1126), Some(661))
-    );
+    assert_eq!((v["width"].as_u64(), v["height"].as_u64()), (Some(1126), Some(661)));
     let faces = v["faces"].as_array().unwrap();
     assert_eq!(faces.len(), 2);
     for f in faces {
@@ -53,14 +40,7 @@ fn detect_debug_writes_an_annotated_png() {
     let tmp = tempfile::tempdir().unwrap();
     let out_png = tmp.path().join("dbg.png");
     let img = shared("images/fr_obama.jpg");
-    let out = fusiond(&[
-        "detect",
-        p(&img),
-        "--models",
-        p(&shared("models")),
-        "--debug",
-        p(&out_png),
-    ]);
+    let out = fusiond(&["detect", p(&img), "--models", p(&shared("models")), "--debug", p(&out_png)]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("1 face(s)"));
     let drawn = image::open(&out_png).unwrap().to_rgb8();
@@ -101,10 +81,7 @@ fn swap_writes_the_output_and_reports_the_faces() {
 /// A copy of the shared models in a temp dir, described by the built-in manifest.
 fn copied_models() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
-    for f in [
-        "face_detection_yunet_2023mar.onnx",
-        "arcface_fr_feature.onnx",
-    ] {
+    for f in ["face_detection_yunet_2023mar.onnx", "arcface_fr_feature.onnx"] {
         std::fs::copy(shared(&format!("models/{f}")), tmp.path().join(f)).unwrap();
     }
     tmp
@@ -128,41 +105,20 @@ fn a_tampered_model_is_refused_with_both_hashes() {
     ]);
     assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(
-        err.contains("8f2383e4dd3cfbb4") && err.contains("corrupt or tampered"),
-        "{err}"
-    );
+    assert!(err.contains("8f2383e4dd3cfbb4") && err.contains("corrupt or tampered"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "one-line error: {err}");
 }
 
 #[test]
 fn a_missing_model_file_says_where_it_looked() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = fusiond(&[
-        "detect",
-        p(&shared("images/fr_obama.jpg")),
-        "--models",
-        p(tmp.path()),
-        "--detector",
-        "scrfd_500m",
-    ]);
+    let out =
+        fusiond(&["detect", p(&shared("images/fr_obama.jpg")), "--models", p(tmp.path()), "--detector", "scrfd_500m"]);
     assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(
-        err.contains("scrfd_500m_bnkps.onnx") && err.contains("exists"),
-        "{err}"
-    );
-    let out = fusiond(&[
-        "detect",
-        p(&shared("images/fr_obama.jpg")),
-        "--models",
-        p(tmp.path()),
-    ]);
-    assert!(
-        stderr(&out).contains("no Detector model file is present"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(err.contains("scrfd_500m_bnkps.onnx") && err.contains("exists"), "{err}");
+    let out = fusiond(&["detect", p(&shared("images/fr_obama.jpg")), "--models", p(tmp.path())]);
+    assert!(stderr(&out).contains("no Detector model file is present"), "{}", stderr(&out));
 }
 
 #[test]
@@ -173,29 +129,22 @@ fn an_undecodable_image_is_a_clear_error() {
     let out = fusiond(&["detect", p(&bad), "--models", p(&shared("models"))]);
     assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(
-        err.starts_with("error: cannot decode image") && err.contains("broken.jpg"),
-        "{err}"
-    );
+    assert!(err.starts_with("error: cannot decode image") && err.contains("broken.jpg"), "{err}");
 }
 
 #[test]
 fn an_unknown_manifest_key_names_the_file_and_the_key() {
     let tmp = copied_models();
     let manifest = tmp.path().join("manifest.toml");
-    std::fs::write(&manifest, "[[model]]\nname = \"d\"\nfile = \"x.onnx\"\ncontract = \"yunet\"\nlicence = \"MIT\"\nthreshold = 3\n").unwrap();
-    let out = fusiond(&[
-        "detect",
-        p(&shared("images/fr_obama.jpg")),
-        "--models",
-        p(tmp.path()),
-    ]);
+    std::fs::write(
+        &manifest,
+        "[[model]]\nname = \"d\"\nfile = \"x.onnx\"\ncontract = \"yunet\"\nlicence = \"MIT\"\nthreshold = 3\n",
+    )
+    .unwrap();
+    let out = fusiond(&["detect", p(&shared("images/fr_obama.jpg")), "--models", p(tmp.path())]);
     assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(
-        err.contains("manifest.toml") && err.contains("threshold"),
-        "{err}"
-    );
+    assert!(err.contains("manifest.toml") && err.contains("threshold"), "{err}");
 }
 
 #[test]
@@ -216,7 +165,6 @@ fn infer_writes_raw_outputs_as_npy() {
         p(&shared("models")),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let emb =
-        fusiond::npy::read(std::fs::File::open(tmp.path().join("output.npy")).unwrap()).unwrap();
+    let emb = fusiond::npy::read(std::fs::File::open(tmp.path().join("output.npy")).unwrap()).unwrap();
     assert_eq!(emb.shape(), &[1, 512]);
 }

@@ -1,8 +1,8 @@
 use crate::util::{catalog, contract_models, image, psnr, region, shared};
 use fusiond::catalog::Catalog;
 use fusiond::face::{
-    read_emap, write_emap, Detector, Embedding, Face, FusionPipeline, MaskSettings,
-    PipelineSettings, Recognizer, Selector, Swapper, Template,
+    read_emap, write_emap, Detector, Embedding, Face, FusionPipeline, MaskSettings, PipelineSettings, Recognizer,
+    Selector, Swapper, Template,
 };
 use fusiond::infer::{InputShape, Tensor};
 use fusiond::npy;
@@ -27,19 +27,10 @@ fn assert_plausible_landmarks(f: &Face, what: &str) {
         );
     }
     let [le, re, nose, lm, rm] = f.landmarks;
-    assert!(
-        le[0] < re[0],
-        "{what}: left eye {le:?} is not left of right eye {re:?}"
-    );
+    assert!(le[0] < re[0], "{what}: left eye {le:?} is not left of right eye {re:?}");
     assert!(lm[0] < rm[0], "{what}: mouth corners out of order");
-    assert!(
-        lm[1] > nose[1] && rm[1] > nose[1],
-        "{what}: mouth is not below the nose"
-    );
-    assert!(
-        nose[1] > le[1].min(re[1]),
-        "{what}: nose is not below the eyes"
-    );
+    assert!(lm[1] > nose[1] && rm[1] > nose[1], "{what}: mouth is not below the nose");
+    assert!(nose[1] > le[1].min(re[1]), "{what}: nose is not below the eyes");
 }
 
 #[test]
@@ -65,9 +56,7 @@ fn resizable_detectors_run_at_other_sizes_and_fixed_ones_refuse() {
     assert_eq!(det.detect(&image("fr_two_people.jpg")).unwrap().len(), 2);
     let mut det = Detector::load(&catalog, Some("yunet_n_dynamic"), Some([480, 352])).unwrap();
     assert_eq!(det.detect(&image("fr_obama.jpg")).unwrap().len(), 1);
-    let err = Detector::load(&catalog, Some("yunet_2023mar"), Some([320, 320]))
-        .err()
-        .unwrap();
+    let err = Detector::load(&catalog, Some("yunet_2023mar"), Some([320, 320])).err().unwrap();
     assert!(err.to_string().contains("cannot run at 320x320"), "{err}");
 }
 
@@ -102,16 +91,8 @@ fn recogniser_tells_the_same_person_from_a_different_one() {
     assert_eq!(obama.raw.len(), 512);
     let norm: f32 = obama.normed.iter().map(|v| v * v).sum::<f32>().sqrt();
     assert!((norm - 1.0).abs() < 1e-4);
-    assert!(
-        obama.cosine(&obama2) > 0.5,
-        "same person: {}",
-        obama.cosine(&obama2)
-    );
-    assert!(
-        obama.cosine(&biden) < 0.3,
-        "different people: {}",
-        obama.cosine(&biden)
-    );
+    assert!(obama.cosine(&obama2) > 0.5, "same person: {}", obama.cosine(&obama2));
+    assert!(obama.cosine(&biden) < 0.3, "different people: {}", obama.cosine(&biden));
 }
 
 fn pipeline(catalog: &Catalog, swapper: &str, selector: Selector) -> FusionPipeline {
@@ -119,82 +100,92 @@ fn pipeline(catalog: &Catalog, swapper: &str, selector: Selector) -> FusionPipel
         Detector::load(catalog, Some("scrfd_500m"), None).unwrap(),
         Recognizer::load(catalog, Some("arcface_fr")).unwrap(),
         Swapper::load(catalog, Some(swapper), MaskSettings::default()).unwrap(),
-        PipelineSettings {
-            blend: 1.0,
-            selector,
-        },
+        PipelineSettings { blend: 1.0, selector },
     )
 }
 
-fn aligned(frame: &RgbImage, landmarks: &[[f32; 2]; 5]) -> (Affine, RgbImage) {
-    let m = Template::Arcface128.align(landmarks, 128).unwrap();
-    let mut crop = RgbImage::new(128, 128);
+fn aligned_at(frame: &RgbImage, landmarks: &[[f32; 2]; 5], size: u32) -> (Affine, RgbImage) {
+    let m = Template::Arcface128.align(landmarks, size).unwrap();
+    let mut crop = RgbImage::new(size, size);
     warp_affine_into(frame, &m, &mut crop);
     (m, crop)
 }
 
-/// Asserts every pixel outside the paste regions of `faces` is unchanged.
-fn assert_untouched_outside(before: &RgbImage, after: &RgbImage, faces: &[&Face]) {
+/// Asserts every pixel outside the paste regions of `faces` (swapped at
+/// `size` on arcface_128) is unchanged.
+fn assert_untouched_outside_at(before: &RgbImage, after: &RgbImage, faces: &[&Face], size: u32) {
     let regions: Vec<[u32; 4]> = faces
         .iter()
         .map(|f| {
-            paste_region(
-                &aligned(before, &f.landmarks).0,
-                128,
-                128,
-                before.width(),
-                before.height(),
-            )
-            .unwrap()
+            let m = aligned_at(before, &f.landmarks, size).0;
+            paste_region(&m, size, size, before.width(), before.height()).unwrap()
         })
         .collect();
     for (x, y, px) in after.enumerate_pixels() {
-        let inside = regions
-            .iter()
-            .any(|r| x >= r[0] && x < r[2] && y >= r[1] && y < r[3]);
+        let inside = regions.iter().any(|r| x >= r[0] && x < r[2] && y >= r[1] && y < r[3]);
         if !inside {
-            assert_eq!(
-                px,
-                before.get_pixel(x, y),
-                "pixel ({x}, {y}) outside the paste boxes changed"
-            );
+            assert_eq!(px, before.get_pixel(x, y), "pixel ({x}, {y}) outside the paste boxes changed");
         }
     }
+}
+
+fn assert_untouched_outside(before: &RgbImage, after: &RgbImage, faces: &[&Face]) {
+    assert_untouched_outside_at(before, after, faces, 128)
 }
 
 #[test]
 fn identity_swap_round_trips_alignment_inverse_warp_and_mask() {
     let catalog = catalog();
-    let mut p = pipeline(&catalog, "identity_swapper", Selector::Many);
+    for (swapper, size) in [("identity_swapper", 128), ("identity_hyperswap", 256)] {
+        identity_round_trip(&catalog, swapper, size);
+    }
+}
+
+fn identity_round_trip(catalog: &Catalog, swapper: &str, size: u32) {
+    let mut p = pipeline(catalog, swapper, Selector::Many);
     p.set_source(&image("fr_obama2.jpg"), "source").unwrap();
-    for target in ["fr_two_people.jpg", "fr_obama_and_biden.jpg"] {
+    for target in ["fr_two_people.jpg", "fr_obama_and_biden.jpg", "pexels_blazeface_Test3.jpg"] {
         let before = image(target);
         let mut after = before.clone();
         let report = p.process(&mut after).unwrap();
         assert_eq!(report.swapped.len(), report.faces.len());
         for f in &report.faces {
-            let (_, want) = aligned(&before, &f.landmarks);
-            let (_, got) = aligned(&after, &f.landmarks);
+            let (_, want) = aligned_at(&before, &f.landmarks, size);
+            let (_, got) = aligned_at(&after, &f.landmarks, size);
             let crop_psnr = psnr(&want, &got);
-            assert!(
-                crop_psnr >= 35.0,
-                "{target}: re-aligned crop PSNR {crop_psnr:.1} dB < 35"
-            );
             let b = f.bbox.map(|v| v.max(0.0) as u32);
-            let r = [
-                b[0],
-                b[1],
-                b[2].min(before.width()),
-                b[3].min(before.height()),
-            ];
+            let r = [b[0], b[1], b[2].min(before.width()), b[3].min(before.height())];
             let box_psnr = psnr(&region(&before, r), &region(&after, r));
-            assert!(
-                box_psnr >= 28.0,
-                "{target}: face box PSNR {box_psnr:.1} dB < 28"
-            );
+            eprintln!("{swapper} on {target}: re-aligned crop {crop_psnr:.1} dB, face box {box_psnr:.1} dB");
+            assert!(crop_psnr >= 35.0, "{swapper} on {target}: re-aligned crop PSNR {crop_psnr:.1} dB < 35");
+            assert!(box_psnr >= 28.0, "{swapper} on {target}: face box PSNR {box_psnr:.1} dB < 28");
         }
-        assert_untouched_outside(&before, &after, &report.faces.iter().collect::<Vec<_>>());
+        let faces: Vec<&Face> = report.faces.iter().collect();
+        assert_untouched_outside_at(&before, &after, &faces, size);
     }
+}
+
+#[test]
+fn one_model_serves_a_session_per_thread() {
+    let catalog = catalog();
+    let entry = catalog.entry("arcface_fr").unwrap();
+    let model = catalog.load(entry, &[InputShape::first(&[1, 3, 112, 112])]).unwrap();
+    let data = (0..3 * 112 * 112).map(|i| (i % 255) as f32 / 128.0 - 1.0).collect();
+    let input = Tensor::new(&[1, 3, 112, 112], data).unwrap();
+    let outputs: Vec<Vec<f32>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                let (model, input) = (&model, &input);
+                s.spawn(move || {
+                    let mut session = model.session().unwrap();
+                    session.run(&[("input", input)]).unwrap().get("output").unwrap().data().to_vec()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(outputs[0].len(), 512);
+    assert!(outputs.iter().all(|o| o == &outputs[0]));
 }
 
 #[test]
@@ -213,10 +204,7 @@ fn source_latent_flows_through_emap_into_the_swapped_pixels() {
         assert_ne!(frame, target, "the swap changed nothing");
         outputs.push(frame);
     }
-    assert_ne!(
-        outputs[0], outputs[1],
-        "a different source gave the same output"
-    );
+    assert_ne!(outputs[0], outputs[1], "a different source gave the same output");
 }
 
 #[test]
@@ -226,39 +214,23 @@ fn inswapper_latent_matches_numpy_with_and_without_renormalisation() {
     let load = |n: &str| npy::read(std::fs::File::open(dir.join(n)).unwrap()).unwrap();
     let raw = load("known_emap_embedding.npy");
     let embedding = Embedding::from_raw(raw.data().to_vec());
-    for (name, expected) in [
-        ("known_emap", "known_emap_latent_plain.npy"),
-        ("known_emap_renorm", "known_emap_latent_renorm.npy"),
-    ] {
+    for (name, expected) in
+        [("known_emap", "known_emap_latent_plain.npy"), ("known_emap_renorm", "known_emap_latent_renorm.npy")]
+    {
         let want = load(expected);
         let swapper = Swapper::load(&catalog, Some(name), MaskSettings::default()).unwrap();
         let got = swapper.latent(&embedding).unwrap();
         assert_eq!(got.shape(), want.shape());
-        let err = got
-            .data()
-            .iter()
-            .zip(want.data())
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
+        let err = got.data().iter().zip(want.data()).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
         assert!(err < 1e-5, "{name}: latent differs from NumPy by {err}");
 
         // What enters the graph is that latent: the model echoes `source`.
         let entry = catalog.entry(name).unwrap();
         let model = catalog
-            .load(
-                entry,
-                &[
-                    InputShape::named("target", &[1, 3, 128, 128]),
-                    InputShape::named("source", &[1, 512]),
-                ],
-            )
+            .load(entry, &[InputShape::named("target", &[1, 3, 128, 128]), InputShape::named("source", &[1, 512])])
             .unwrap();
         let target = Tensor::zeros(&[1, 3, 128, 128]);
-        let out = model
-            .session()
-            .unwrap()
-            .run(&[("target", &target), ("source", &got)])
-            .unwrap();
+        let out = model.session().unwrap().run(&[("target", &target), ("source", &got)]).unwrap();
         assert_eq!(out.get("source_echo").unwrap().data(), got.data());
     }
 }
@@ -274,31 +246,20 @@ fn emap_side_file_round_trips_and_matches_the_graph() {
     write_emap(&side, &from_graph).unwrap();
     assert_eq!(read_emap(&side).unwrap(), from_graph);
     std::fs::write(&side, b"not safetensors").unwrap();
-    assert!(read_emap(&side)
-        .unwrap_err()
-        .to_string()
-        .contains("fusiond emap"));
+    assert!(read_emap(&side).unwrap_err().to_string().contains("fusiond emap"));
 }
 
 #[test]
 fn swapped_frames_differ_only_where_faces_are_selected_by_reference() {
     let catalog = catalog();
     let obama = identity(&catalog, "fr_obama.jpg");
-    let selector = Selector::Reference {
-        reference: obama,
-        max_distance: 0.3,
-    };
+    let selector = Selector::Reference { reference: obama, max_distance: 0.3 };
     let mut p = pipeline(&catalog, "latent_color_swapper", selector);
     p.set_source(&image("fr_biden.jpg"), "source").unwrap();
     let before = image("fr_obama_and_biden.jpg");
     let mut after = before.clone();
     let report = p.process(&mut after).unwrap();
-    assert_eq!(
-        report.swapped.len(),
-        1,
-        "only Obama is swapped: {:?}",
-        report.faces
-    );
+    assert_eq!(report.swapped.len(), 1, "only Obama is swapped: {:?}", report.faces);
     let swapped = &report.faces[report.swapped[0]];
     assert_untouched_outside(&before, &after, &[swapped]);
     // The swapped face is Obama's: the one the recogniser matches.

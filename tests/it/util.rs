@@ -22,9 +22,7 @@ pub fn shared(rel: &str) -> PathBuf {
 
 pub fn image(name: &str) -> RgbImage {
     let path = shared(&format!("images/{name}"));
-    image::open(&path)
-        .unwrap_or_else(|e| panic!("cannot decode {}: {e}", path.display()))
-        .to_rgb8()
+    image::open(&path).unwrap_or_else(|e| panic!("cannot decode {}: {e}", path.display())).to_rgb8()
 }
 
 /// The contract models, generated once per test run into a temp dir (or taken
@@ -57,21 +55,12 @@ pub fn contract_models() -> PathBuf {
 }
 
 pub fn catalog() -> Catalog {
-    Catalog::open(
-        &[shared("models"), contract_models()],
-        Arc::new(TractBackend),
-    )
-    .expect("catalog opens")
+    Catalog::open(&[shared("models"), contract_models()], Arc::new(TractBackend)).expect("catalog opens")
 }
 
 pub fn psnr(a: &[u8], b: &[u8]) -> f64 {
     assert_eq!(a.len(), b.len());
-    let mse = a
-        .iter()
-        .zip(b)
-        .map(|(x, y)| (*x as f64 - *y as f64).powi(2))
-        .sum::<f64>()
-        / a.len() as f64;
+    let mse = a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).powi(2)).sum::<f64>() / a.len() as f64;
     if mse == 0.0 {
         f64::INFINITY
     } else {

@@ -22,10 +22,7 @@ pub struct DetectorSettings {
 
 impl Default for DetectorSettings {
     fn default() -> Self {
-        DetectorSettings {
-            score_threshold: 0.5,
-            nms_iou: 0.4,
-        }
+        DetectorSettings { score_threshold: 0.5, nms_iou: 0.4 }
     }
 }
 
@@ -53,10 +50,7 @@ impl Detector {
             if !entry.resizable && [w, h] != entry.input_size {
                 return Err(FaceError::Contract {
                     model: entry.name.clone(),
-                    message: format!(
-                        "a fixed {:?} input; it cannot run at {w}x{h}",
-                        entry.input_size
-                    ),
+                    message: format!("a fixed {:?} input; it cannot run at {w}x{h}", entry.input_size),
                 });
             }
             entry.input_size = [w.div_ceil(32) * 32, h.div_ceil(32) * 32];
@@ -64,10 +58,7 @@ impl Detector {
         let [w, h] = entry.input_size;
         let shape = [1, 3, h as usize, w as usize];
         let model = catalog.load(&entry, &[InputShape::first(&shape)])?;
-        let session = model.session().map_err(|source| FaceError::Infer {
-            model: entry.name.clone(),
-            source,
-        })?;
+        let session = model.session().map_err(|source| FaceError::Infer { model: entry.name.clone(), source })?;
         Ok(Detector {
             input_name: model.inputs()[0].name.clone(),
             session,
@@ -90,30 +81,19 @@ impl Detector {
         let (w, h) = (img.width().max(1), img.height().max(1));
         // Shrink (never enlarge) to fit, keeping the aspect ratio; top-left.
         let scale = (dw as f32 / w as f32).min(dh as f32 / h as f32).min(1.0);
-        let (nw, nh) = (
-            ((w as f32 * scale) as u32).clamp(1, dw),
-            ((h as f32 * scale) as u32).clamp(1, dh),
-        );
+        let (nw, nh) = (((w as f32 * scale) as u32).clamp(1, dw), ((h as f32 * scale) as u32).clamp(1, dh));
         if self.filled != (nw, nh) {
             self.canvas.fill(0);
             self.filled = (nw, nh);
         }
         resize_into(img, &mut self.canvas, nw, nh);
-        pack_nchw(
-            &self.canvas,
-            self.entry.channels,
-            &self.entry.norm,
-            self.tensor.data_mut(),
-        );
+        pack_nchw(&self.canvas, self.entry.channels, &self.entry.norm, self.tensor.data_mut());
 
         let model = &self.entry.name;
         let outputs = self
             .session
             .run(&[(&self.input_name, &self.tensor)])
-            .map_err(|source| FaceError::Infer {
-                model: model.clone(),
-                source,
-            })?;
+            .map_err(|source| FaceError::Infer { model: model.clone(), source })?;
         let outs: Vec<&Tensor> = outputs.iter().map(|(_, t)| t).collect();
         self.candidates.clear();
         let (iw, ih, thr) = (dw as usize, dh as usize, self.settings.score_threshold);
@@ -121,24 +101,14 @@ impl Detector {
             Contract::Yunet => yunet::decode(&outs, iw, ih, thr, &mut self.candidates),
             Contract::Scrfd => scrfd::decode(&outs, iw, ih, thr, &mut self.candidates),
             Contract::YoloFace => yolo_face::decode(&outs, thr, &mut self.candidates),
-            other => Err(format!(
-                "no detections: {other:?} is not a detector contract"
-            )),
+            other => Err(format!("no detections: {other:?} is not a detector contract")),
         }
-        .map_err(|message| FaceError::Contract {
-            model: model.clone(),
-            message,
-        })?;
+        .map_err(|message| FaceError::Contract { model: model.clone(), message })?;
 
         let (rx, ry) = (w as f32 / nw as f32, h as f32 / nh as f32);
         let mut faces = nms(&mut self.candidates, self.settings.nms_iou);
         for f in &mut faces {
-            f.bbox = [
-                f.bbox[0] * rx,
-                f.bbox[1] * ry,
-                f.bbox[2] * rx,
-                f.bbox[3] * ry,
-            ];
+            f.bbox = [f.bbox[0] * rx, f.bbox[1] * ry, f.bbox[2] * rx, f.bbox[3] * ry];
             for p in &mut f.landmarks {
                 *p = [p[0] * rx, p[1] * ry];
             }
@@ -150,10 +120,7 @@ impl Detector {
 /// Number of values per anchor in `t`, checked against the expected count.
 fn per_anchor(t: &Tensor, anchors: usize, what: &str) -> std::result::Result<usize, String> {
     if anchors == 0 || t.len() % anchors != 0 {
-        return Err(format!(
-            "{what} with {} values, which does not divide into {anchors} anchors",
-            t.len()
-        ));
+        return Err(format!("{what} with {} values, which does not divide into {anchors} anchors", t.len()));
     }
     Ok(t.len() / anchors)
 }
@@ -188,20 +155,12 @@ mod tests {
     use super::*;
 
     fn face(bbox: [f32; 4], score: f32) -> Face {
-        Face {
-            bbox,
-            score,
-            landmarks: [[0.0; 2]; 5],
-        }
+        Face { bbox, score, landmarks: [[0.0; 2]; 5] }
     }
 
     #[test]
     fn nms_keeps_the_best_of_overlapping_boxes() {
-        let mut c = vec![
-            face([0., 0., 10., 10.], 0.6),
-            face([1., 1., 11., 11.], 0.9),
-            face([50., 50., 60., 60.], 0.7),
-        ];
+        let mut c = vec![face([0., 0., 10., 10.], 0.6), face([1., 1., 11., 11.], 0.9), face([50., 50., 60., 60.], 0.7)];
         let kept = nms(&mut c, 0.4);
         assert_eq!(kept.len(), 2);
         assert_eq!(kept[0].score, 0.9);

@@ -7,18 +7,9 @@ use crate::infer::Tensor;
 
 const ANCHORS_PER_CELL: usize = 2;
 
-pub(super) fn decode(
-    outs: &[&Tensor],
-    w: usize,
-    h: usize,
-    thr: f32,
-    faces: &mut Vec<Face>,
-) -> Result<(), String> {
+pub(super) fn decode(outs: &[&Tensor], w: usize, h: usize, thr: f32, faces: &mut Vec<Face>) -> Result<(), String> {
     if outs.len() != 9 {
-        return Err(format!(
-            "{} outputs where SCRFD with keypoints has 9",
-            outs.len()
-        ));
+        return Err(format!("{} outputs where SCRFD with keypoints has 9", outs.len()));
     }
     for (i, stride) in [8usize, 16, 32].into_iter().enumerate() {
         let cols = w / stride;
@@ -26,11 +17,7 @@ pub(super) fn decode(
         let (scores, bbox, kps) = (outs[i], outs[3 + i], outs[6 + i]);
         for (t, want, what) in [(scores, 1, "score"), (bbox, 4, "bbox"), (kps, 10, "kps")] {
             if per_anchor(t, n, what)? != want {
-                return Err(format!(
-                    "{what} at stride {stride} with {} values; expected {}",
-                    t.len(),
-                    n * want
-                ));
+                return Err(format!("{what} at stride {stride} with {} values; expected {}", t.len(), n * want));
             }
         }
         let s = stride as f32;
@@ -44,11 +31,7 @@ pub(super) fn decode(
             let d = &bbox.data()[a * 4..a * 4 + 4];
             let k = &kps.data()[a * 10..a * 10 + 10];
             let landmarks = std::array::from_fn(|j| [ax + k[2 * j] * s, ay + k[2 * j + 1] * s]);
-            faces.push(Face {
-                bbox: [ax - d[0] * s, ay - d[1] * s, ax + d[2] * s, ay + d[3] * s],
-                score,
-                landmarks,
-            });
+            faces.push(Face { bbox: [ax - d[0] * s, ay - d[1] * s, ax + d[2] * s, ay + d[3] * s], score, landmarks });
         }
     }
     Ok(())

@@ -11,12 +11,7 @@ pub(super) fn decode(outs: &[&Tensor], thr: f32, faces: &mut Vec<Face>) -> Resul
     let (n, transposed) = match t.shape() {
         [.., ROW, n] => (*n, true),
         [.., n, ROW] => (*n, false),
-        _ => {
-            return Err(format!(
-                "an output of shape {:?}; yolo_face has [1, 20, N]",
-                t.shape()
-            ))
-        }
+        _ => return Err(format!("an output of shape {:?}; yolo_face has [1, 20, N]", t.shape())),
     };
     let data = t.data();
     let at = |row: usize, k: usize| {
@@ -33,11 +28,7 @@ pub(super) fn decode(outs: &[&Tensor], thr: f32, faces: &mut Vec<Face>) -> Resul
         }
         let (cx, cy, w, h) = (at(r, 0), at(r, 1), at(r, 2), at(r, 3));
         let landmarks = std::array::from_fn(|j| [at(r, 5 + 3 * j), at(r, 6 + 3 * j)]);
-        faces.push(Face {
-            bbox: [cx - w / 2.0, cy - h / 2.0, cx + w / 2.0, cy + h / 2.0],
-            score,
-            landmarks,
-        });
+        faces.push(Face { bbox: [cx - w / 2.0, cy - h / 2.0, cx + w / 2.0, cy + h / 2.0], score, landmarks });
     }
     Ok(())
 }

@@ -5,13 +5,7 @@ use super::per_anchor;
 use crate::face::Face;
 use crate::infer::Tensor;
 
-pub(super) fn decode(
-    outs: &[&Tensor],
-    w: usize,
-    h: usize,
-    thr: f32,
-    faces: &mut Vec<Face>,
-) -> Result<(), String> {
+pub(super) fn decode(outs: &[&Tensor], w: usize, h: usize, thr: f32, faces: &mut Vec<Face>) -> Result<(), String> {
     if outs.len() != 12 {
         return Err(format!("{} outputs where YuNet has 12", outs.len()));
     }
@@ -19,18 +13,9 @@ pub(super) fn decode(
         let (cols, rows) = (w / stride, h / stride);
         let n = cols * rows;
         let (cls, obj, bbox, kps) = (outs[i], outs[3 + i], outs[6 + i], outs[9 + i]);
-        for (t, want, what) in [
-            (cls, 1, "cls"),
-            (obj, 1, "obj"),
-            (bbox, 4, "bbox"),
-            (kps, 10, "kps"),
-        ] {
+        for (t, want, what) in [(cls, 1, "cls"), (obj, 1, "obj"), (bbox, 4, "bbox"), (kps, 10, "kps")] {
             if per_anchor(t, n, what)? != want {
-                return Err(format!(
-                    "{what} at stride {stride} with {} values; expected {}",
-                    t.len(),
-                    n * want
-                ));
+                return Err(format!("{what} at stride {stride} with {} values; expected {}", t.len(), n * want));
             }
         }
         let s = stride as f32;
@@ -45,11 +30,7 @@ pub(super) fn decode(
             let (bw, bh) = (d[2].exp() * s, d[3].exp() * s);
             let k = &kps.data()[a * 10..a * 10 + 10];
             let landmarks = std::array::from_fn(|j| [k[2 * j] * s + ax, k[2 * j + 1] * s + ay]);
-            faces.push(Face {
-                bbox: [cx - bw / 2.0, cy - bh / 2.0, cx + bw / 2.0, cy + bh / 2.0],
-                score,
-                landmarks,
-            });
+            faces.push(Face { bbox: [cx - bw / 2.0, cy - bh / 2.0, cx + bw / 2.0, cy + bh / 2.0], score, landmarks });
         }
     }
     Ok(())
