@@ -98,6 +98,7 @@ struct RawEntry {
     name: String,
     file: String,
     sha256: Option<String>,
+    kind: Option<Kind>,
     contract: Contract,
     licence: String,
     url: Option<String>,
@@ -179,6 +180,15 @@ impl Manifest {
                     return Err(invalid(format!("sha256 `{s}` is not 64 hex digits")));
                 }
             }
+            if let Some(kind) = r.kind {
+                if kind != r.contract.kind() {
+                    return Err(invalid(format!(
+                        "kind {kind:?} does not match contract {:?}, which is a {:?}",
+                        r.contract,
+                        r.contract.kind()
+                    )));
+                }
+            }
             let (channels, norm, size) = r.contract.defaults();
             let input_size = r.input_size.unwrap_or(size);
             if input_size.iter().any(|&v| v == 0 || v > 4096) {
@@ -254,6 +264,13 @@ mod tests {
         assert_eq!(e.norm, Normalization::uniform(127.5, 128.0));
         assert_eq!(e.channels, ChannelOrder::Bgr);
         assert_eq!(e.input_size, [640, 640]);
+    }
+
+    #[test]
+    fn a_kind_that_contradicts_the_contract_is_rejected() {
+        let err = parse("[[model]]\nname='s'\nfile='s.onnx'\nkind='swapper'\ncontract='scrfd'\nlicence='x'\n")
+            .unwrap_err();
+        assert!(err.to_string().contains("does not match contract"), "{err}");
     }
 
     #[test]
