@@ -268,8 +268,8 @@ mod tests {
 
     #[test]
     fn a_kind_that_contradicts_the_contract_is_rejected() {
-        let err = parse("[[model]]\nname='s'\nfile='s.onnx'\nkind='swapper'\ncontract='scrfd'\nlicence='x'\n")
-            .unwrap_err();
+        let err =
+            parse("[[model]]\nname='s'\nfile='s.onnx'\nkind='swapper'\ncontract='scrfd'\nlicence='x'\n").unwrap_err();
         assert!(err.to_string().contains("does not match contract"), "{err}");
     }
 

@@ -11,7 +11,7 @@ mod tensor;
 pub use affine::{estimate_similarity, warp_affine_into, Affine};
 pub use draw::{draw_circle, draw_rect};
 pub use mask::{box_mask, gaussian_blur, paste_back, paste_region};
-pub use resize::resize_into;
+pub use resize::{resize_into, Resizer};
 pub use tensor::{pack_nchw, unpack_nchw, ChannelOrder, Normalization};
 
 pub use image::RgbImage;

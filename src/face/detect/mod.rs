@@ -9,7 +9,7 @@ use super::{Face, FaceError, Result};
 use crate::catalog::Catalog;
 use crate::infer::{InputShape, Session, Tensor};
 use crate::manifest::{Contract, Kind, ModelEntry};
-use crate::vision::{pack_nchw, resize_into, RgbImage};
+use crate::vision::{pack_nchw, Resizer, RgbImage};
 
 /// Detector tuning. Defaults follow FaceFusion.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,6 +32,7 @@ pub struct Detector {
     session: Box<dyn Session>,
     input_name: String,
     canvas: RgbImage,
+    resizer: Resizer,
     /// Size of the image last resized into `canvas`; the rest of the canvas is
     /// zero only while this stays the same.
     filled: (u32, u32),
@@ -63,6 +64,7 @@ impl Detector {
             input_name: model.inputs()[0].name.clone(),
             session,
             canvas: RgbImage::new(w, h),
+            resizer: Resizer::default(),
             filled: (0, 0),
             tensor: Tensor::zeros(&shape),
             candidates: Vec::new(),
@@ -86,7 +88,7 @@ impl Detector {
             self.canvas.fill(0);
             self.filled = (nw, nh);
         }
-        resize_into(img, &mut self.canvas, nw, nh);
+        self.resizer.resize_into(img, &mut self.canvas, nw, nh);
         pack_nchw(&self.canvas, self.entry.channels, &self.entry.norm, self.tensor.data_mut());
 
         let model = &self.entry.name;
