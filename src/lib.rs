@@ -7,8 +7,10 @@
 
 pub mod catalog;
 pub mod cli;
+pub mod config;
 pub mod face;
 pub mod infer;
 pub mod manifest;
 pub mod npy;
+pub mod store;
 pub mod vision;

@@ -26,7 +26,7 @@ fn main() -> ExitCode {
     };
     let _ = log::set_boxed_logger(Box::new(StderrLog(level))).map(|()| log::set_max_level(level));
     match cli::run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE

@@ -4,7 +4,7 @@
 
 use crate::face::Template;
 use crate::vision::{ChannelOrder, Normalization};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The manifest compiled into the binary: the shared test models plus the
@@ -21,7 +21,7 @@ pub enum ManifestError {
     Invalid { path: PathBuf, name: String, message: String },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     Detector,
@@ -31,7 +31,7 @@ pub enum Kind {
     Landmarker,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Contract {
     Yunet,
@@ -92,11 +92,11 @@ impl Contract {
 }
 
 /// One `[[model]]` table as written in the manifest.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct RawEntry {
+pub(crate) struct RawEntry {
     name: String,
-    file: String,
+    pub(crate) file: String,
     sha256: Option<String>,
     kind: Option<Kind>,
     contract: Contract,
@@ -111,16 +111,17 @@ struct RawEntry {
     output_mean: Option<f32>,
     output_std: Option<f32>,
     template: Option<Template>,
-    emap: Option<String>,
+    pub(crate) emap: Option<String>,
+    emap_source: Option<String>,
     #[serde(default)]
     renormalize_latent: bool,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct RawManifest {
+pub(crate) struct RawManifest {
     #[serde(default)]
-    model: Vec<RawEntry>,
+    pub(crate) model: Vec<RawEntry>,
 }
 
 /// A validated model entry, with every contract default filled in.
@@ -146,13 +147,38 @@ pub struct ModelEntry {
     pub template: Option<Template>,
     /// inswapper's emap side file (safetensors, tensor `emap`).
     pub emap: Option<PathBuf>,
+    /// inswapper only: the float model whose graph holds this model's emap
+    /// (quantisers rename and fold initializers, so an INT8 graph cannot be
+    /// searched for it).
+    pub emap_source: Option<String>,
     pub renormalize_latent: bool,
+    /// The table as written, for writing the staged manifest.
+    pub(crate) raw: RawEntry,
 }
 
 impl ModelEntry {
     pub fn kind(&self) -> Kind {
         self.contract.kind()
     }
+}
+
+/// Writes a manifest for staged copies: each entry as it was written, with
+/// `file` (and `emap`) renamed to the staged file names and the checksum
+/// that staging computed.
+pub fn write_staged(entries: &[(&ModelEntry, String, Option<String>, String)]) -> String {
+    let model = entries
+        .iter()
+        .map(|(e, file, emap, sha)| {
+            let mut r = e.raw.clone();
+            r.file = file.clone();
+            r.emap = emap.clone();
+            r.emap_source = None;
+            r.sha256 = Some(sha.clone());
+            r
+        })
+        .collect();
+    let text = toml::to_string(&RawManifest { model }).unwrap_or_default();
+    format!("# Written by `fusiond stage`: the models staged into this ramdisk.\n\n{text}")
 }
 
 /// Model entries in manifest order, their paths resolved against `dir`.
@@ -201,10 +227,10 @@ impl Manifest {
             let (output_mean, output_std) = r.contract.default_output();
             entries.push(ModelEntry {
                 file: dir.join(&r.file),
-                sha256: r.sha256.map(|s| s.to_ascii_lowercase()),
+                sha256: r.sha256.as_ref().map(|s| s.to_ascii_lowercase()),
                 contract: r.contract,
-                licence: r.licence,
-                url: r.url,
+                licence: r.licence.clone(),
+                url: r.url.clone(),
                 input_size,
                 resizable: r.resizable,
                 channels: r.channels.unwrap_or(channels),
@@ -212,9 +238,11 @@ impl Manifest {
                 output_mean: r.output_mean.unwrap_or(output_mean),
                 output_std: r.output_std.unwrap_or(output_std),
                 template: r.template.or(r.contract.default_template()),
-                emap: r.emap.map(|e| dir.join(e)),
+                emap: r.emap.as_ref().map(|e| dir.join(e)),
+                emap_source: r.emap_source.clone(),
                 renormalize_latent: r.renormalize_latent,
-                name: r.name,
+                name: r.name.clone(),
+                raw: r,
             });
         }
         Ok(Manifest { dir: dir.into(), entries })

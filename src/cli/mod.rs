@@ -3,6 +3,7 @@
 
 mod bench;
 mod detect;
+mod store;
 mod swap;
 mod tools;
 
@@ -39,6 +40,13 @@ pub enum Command {
     Infer(tools::InferArgs),
     /// Extract inswapper's emap from a float graph into its safetensors side file.
     Emap(tools::EmapArgs),
+    /// Stage the configured tiers' models into the tmpfs ramdisk (run at boot, as root).
+    /// Exit status: 0 every tier usable, 2 some, 1 none.
+    Stage(store::ConfigArgs),
+    /// Load and warm a tier as the daemon would, and print where the time and memory go.
+    Load(store::LoadArgs),
+    /// Validate a configuration without starting anything.
+    CheckConfig(store::ConfigArgs),
 }
 
 /// Model directories and detector choice shared by the subcommands.
@@ -148,12 +156,16 @@ pub fn swapper(catalog: &Catalog, name: Option<&str>) -> Result<Swapper> {
     Ok(Swapper::load(catalog, name, MaskSettings::default())?)
 }
 
-pub fn run(cli: Cli) -> Result<()> {
+/// Runs the command; the `u8` is the exit status when it succeeded.
+pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
-        Command::Detect(a) => detect::run(a),
-        Command::Swap(a) => swap::run(a),
-        Command::Bench(a) => bench::run(a),
-        Command::Infer(a) => tools::infer(a),
-        Command::Emap(a) => tools::emap(a),
+        Command::Detect(a) => detect::run(a).map(|()| 0),
+        Command::Swap(a) => swap::run(a).map(|()| 0),
+        Command::Bench(a) => bench::run(a).map(|()| 0),
+        Command::Infer(a) => tools::infer(a).map(|()| 0),
+        Command::Emap(a) => tools::emap(a).map(|()| 0),
+        Command::Stage(a) => store::stage_cmd(a),
+        Command::Load(a) => store::load(a).map(|()| 0),
+        Command::CheckConfig(a) => store::check_config(a).map(|()| 0),
     }
 }

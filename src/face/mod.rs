@@ -13,9 +13,29 @@ pub use select::Selector;
 pub use swap::{emap_path, extract_emap, read_emap, write_emap, MaskSettings, Swapper};
 
 use crate::catalog::CatalogError;
-use crate::infer::InferError;
+use crate::infer::{InferError, InputShape};
+use crate::manifest::{Contract, Kind, ModelEntry};
 use crate::vision::{estimate_similarity, Affine};
 use serde::{Deserialize, Serialize};
+
+/// Length of the identity vector every supported swapper takes as `source`.
+pub const LATENT_LEN: usize = 512;
+
+/// The fixed input shapes a model of `entry`'s contract is loaded with.
+pub fn input_shapes(entry: &ModelEntry) -> Vec<InputShape> {
+    let [w, h] = entry.input_size.map(|v| v as usize);
+    match (entry.kind(), entry.contract) {
+        (Kind::Swapper, _) => {
+            vec![InputShape::named("target", &[1, 3, h, w]), InputShape::named("source", &[1, LATENT_LEN])]
+        }
+        (_, Contract::Landmark68) => vec![InputShape::first(&[1, 1, h, w])],
+        _ => vec![InputShape::first(&[1, 3, h, w])],
+    }
+}
+
+fn infer_err(entry: &ModelEntry) -> impl Fn(InferError) -> FaceError + '_ {
+    move |source| FaceError::Infer { model: entry.name.clone(), source }
+}
 
 /// One detected face in frame coordinates.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -53,7 +73,7 @@ pub enum FaceError {
 pub type Result<T, E = FaceError> = std::result::Result<T, E>;
 
 /// The 5-point alignment templates, normalised to a unit crop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Template {
     Arcface112V2,

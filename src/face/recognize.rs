@@ -1,9 +1,9 @@
 //! ArcFace-style recogniser: align on the template, run, keep the raw and the
 //! L2-normalised embedding.
 
-use super::{FaceError, Result, Template};
+use super::{infer_err, input_shapes, FaceError, Result, Template};
 use crate::catalog::Catalog;
-use crate::infer::{InputShape, Session, Tensor};
+use crate::infer::{Model, Session, Tensor};
 use crate::manifest::{Kind, ModelEntry};
 use crate::vision::{pack_nchw, warp_affine_into, RgbImage};
 
@@ -44,13 +44,20 @@ pub struct Recognizer {
 impl Recognizer {
     pub fn load(catalog: &Catalog, name: Option<&str>) -> Result<Recognizer> {
         let entry = catalog.pick(name, Kind::Recognizer)?.clone();
+        let model = catalog.load(&entry, &input_shapes(&entry))?;
+        Recognizer::new(entry, &*model)
+    }
+
+    pub fn new(entry: ModelEntry, model: &dyn Model) -> Result<Recognizer> {
         let [w, h] = entry.input_size;
         let shape = [1, 3, h as usize, w as usize];
-        let model = catalog.load(&entry, &[InputShape::first(&shape)])?;
-        let session = model.session().map_err(|source| FaceError::Infer { model: entry.name.clone(), source })?;
+        let input = model.inputs().first().ok_or_else(|| FaceError::Contract {
+            model: entry.name.clone(),
+            message: "a graph without inputs".into(),
+        })?;
         Ok(Recognizer {
-            input_name: model.inputs()[0].name.clone(),
-            session,
+            input_name: input.name.clone(),
+            session: model.session().map_err(infer_err(&entry))?,
             template: entry.template.unwrap_or(Template::Arcface112V2),
             crop: RgbImage::new(w, h),
             tensor: Tensor::zeros(&shape),

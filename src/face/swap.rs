@@ -2,9 +2,9 @@
 //! run the model with the source latent, paste the result back under a soft
 //! box mask.
 
-use super::{Embedding, FaceError, Result, Template};
+use super::{infer_err, input_shapes, Embedding, FaceError, Result, Template, LATENT_LEN};
 use crate::catalog::Catalog;
-use crate::infer::{onnx, InputShape, Session, Tensor};
+use crate::infer::{onnx, Model, Session, Tensor};
 use crate::manifest::{Contract, Kind, ModelEntry};
 use crate::vision::{box_mask, pack_nchw, paste_back, unpack_nchw, warp_affine_into, Affine, RgbImage};
 use std::path::{Path, PathBuf};
@@ -34,9 +34,8 @@ pub struct Swapper {
     out: RgbImage,
     target: Tensor,
     mask: Vec<f32>,
-    /// `[latent_in, latent_out]` row-major; inswapper only.
+    /// `[embedding_len, LATENT_LEN]` row-major; inswapper only.
     emap: Option<Tensor>,
-    latent_len: usize,
 }
 
 /// Default side-file path for `model`: `<stem>.emap.safetensors` beside it.
@@ -88,26 +87,38 @@ impl Swapper {
             Contract::Inswapper => Some(Self::load_emap(catalog, &entry)?),
             _ => None,
         };
-        let latent_len = emap.as_ref().map_or(512, |e| e.shape()[1]);
+        let model = catalog.load(&entry, &input_shapes(&entry))?;
+        Swapper::new(entry, &*model, emap, mask)
+    }
+
+    /// A swapper over a loaded `model`; `emap` is required for inswapper.
+    pub fn new(entry: ModelEntry, model: &dyn Model, emap: Option<Tensor>, mask: MaskSettings) -> Result<Swapper> {
+        match (&emap, entry.contract) {
+            (None, Contract::Inswapper) => {
+                return Err(FaceError::Emap(format!("model `{}` needs its emap", entry.name)))
+            }
+            (Some(e), _) if e.shape().len() != 2 || e.shape()[1] != LATENT_LEN => {
+                return Err(FaceError::Emap(format!("emap has shape {:?}, expected [512, {LATENT_LEN}]", e.shape())))
+            }
+            _ => {}
+        }
         let size = entry.input_size[0];
         let target_shape = [1, 3, size as usize, size as usize];
-        let inputs = [InputShape::named("target", &target_shape), InputShape::named("source", &[1, latent_len])];
-        let model = catalog.load(&entry, &inputs)?;
-        let session = model.session().map_err(|source| FaceError::Infer { model: entry.name.clone(), source })?;
         Ok(Swapper {
-            session,
+            session: model.session().map_err(infer_err(&entry))?,
             template: entry.template.unwrap_or(Template::Arcface128),
             crop: RgbImage::new(size, size),
             out: RgbImage::new(size, size),
             target: Tensor::zeros(&target_shape),
             mask: box_mask(size as usize, size as usize, mask.blur, mask.padding),
             emap,
-            latent_len,
             entry,
         })
     }
 
-    fn load_emap(catalog: &Catalog, entry: &ModelEntry) -> Result<Tensor> {
+    /// The emap for `entry`: its side file when present, else read from the
+    /// (float) graph.
+    pub fn load_emap(catalog: &Catalog, entry: &ModelEntry) -> Result<Tensor> {
         let side = entry.emap.clone().unwrap_or_else(|| emap_path(&entry.file));
         if side.is_file() {
             return read_emap(&side);
@@ -147,18 +158,14 @@ impl Swapper {
             }
             None => e.clone(),
         };
-        if latent.len() != self.latent_len {
-            return Err(FaceError::Emap(format!(
-                "latent has {} values, model wants {}",
-                latent.len(),
-                self.latent_len
-            )));
+        if latent.len() != LATENT_LEN {
+            return Err(FaceError::Emap(format!("latent has {} values, model wants {LATENT_LEN}", latent.len())));
         }
         if self.entry.renormalize_latent {
             let n = latent.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
             latent.iter_mut().for_each(|v| *v /= n);
         }
-        Ok(Tensor::new(&[1, self.latent_len], latent).expect("latent length checked above"))
+        Ok(Tensor::new(&[1, LATENT_LEN], latent).expect("latent length checked above"))
     }
 
     /// Aligns the face at `landmarks`, runs the model and keeps its output

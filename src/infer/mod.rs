@@ -12,6 +12,18 @@ pub use tensor::Tensor;
 pub use tract::TractBackend;
 
 use std::sync::Arc;
+use std::time::Duration;
+
+/// Where a backend spent its load time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct LoadPhases {
+    /// Decoding the file (protobuf) into the engine's graph.
+    pub parse: Duration,
+    /// Type inference, decluttering and optimisation.
+    pub optimize: Duration,
+    /// Building the runnable plan.
+    pub plan: Duration,
+}
 
 /// A model input as loaded: its name and the fixed shape it was planned for.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,6 +98,7 @@ pub trait Model: Send + Sync {
     fn inputs(&self) -> &[InputSpec];
     fn output_names(&self) -> &[String];
     fn session(&self) -> Result<Box<dyn Session>>;
+    fn load_phases(&self) -> LoadPhases;
 }
 
 /// Per-thread execution state of a [`Model`].

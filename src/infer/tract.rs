@@ -1,6 +1,6 @@
 //! tract-onnx backend: pure Rust, runs everywhere, executes INT8 QDQ graphs in f32.
 
-use super::{Backend, InferError, InputShape, InputSpec, Model, Outputs, Result, Session, Tensor};
+use super::{Backend, InferError, InputShape, InputSpec, LoadPhases, Model, Outputs, Result, Session, Tensor};
 use std::sync::Arc;
 use tract_onnx::pb;
 use tract_onnx::prelude::*;
@@ -14,6 +14,7 @@ struct TractModel {
     inputs: Vec<InputSpec>,
     input_types: Vec<DatumType>,
     outputs: Vec<String>,
+    phases: LoadPhases,
 }
 
 struct TractSession {
@@ -75,8 +76,10 @@ impl Backend for TractBackend {
         // Value infos are ignored because exported graphs often carry symbolic
         // batch dims that contradict the fixed shapes we impose; every input
         // shape therefore comes from `specs` or from a fully static declaration.
+        let start = std::time::Instant::now();
         let onnx = tract_onnx::onnx().with_ignore_value_info(true);
         let proto = onnx.proto_model_for_read(&mut &bytes[..]).map_err(load_err)?;
+        let parsed = start.elapsed();
         let declared = declared_inputs(&proto);
         for spec in specs {
             if !declared.iter().enumerate().any(|(i, (n, _, _))| spec.matches(i, n)) {
@@ -109,8 +112,10 @@ impl Backend for TractBackend {
             .iter()
             .map(|o| typed.outlet_label(*o).unwrap_or(&typed.node(o.node).name).to_string())
             .collect();
+        let optimized = start.elapsed();
         let plan = typed.into_runnable().map_err(load_err)?;
-        Ok(Arc::new(TractModel { plan, inputs, input_types, outputs }))
+        let phases = LoadPhases { parse: parsed, optimize: optimized - parsed, plan: start.elapsed() - optimized };
+        Ok(Arc::new(TractModel { plan, inputs, input_types, outputs, phases }))
     }
 }
 
@@ -121,6 +126,10 @@ impl Model for TractModel {
 
     fn output_names(&self) -> &[String] {
         &self.outputs
+    }
+
+    fn load_phases(&self) -> LoadPhases {
+        self.phases
     }
 
     fn session(&self) -> Result<Box<dyn Session>> {

@@ -1,8 +1,8 @@
 use super::RgbImage;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Channel order a model expects in its input planes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChannelOrder {
     Rgb,

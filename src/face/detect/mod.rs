@@ -5,9 +5,9 @@ mod scrfd;
 mod yolo_face;
 mod yunet;
 
-use super::{Face, FaceError, Result};
+use super::{infer_err, input_shapes, Face, FaceError, Result};
 use crate::catalog::Catalog;
-use crate::infer::{InputShape, Session, Tensor};
+use crate::infer::{Model, Session, Tensor};
 use crate::manifest::{Contract, Kind, ModelEntry};
 use crate::vision::{pack_nchw, Resizer, RgbImage};
 
@@ -56,13 +56,22 @@ impl Detector {
             }
             entry.input_size = [w.div_ceil(32) * 32, h.div_ceil(32) * 32];
         }
+        let model = catalog.load(&entry, &input_shapes(&entry))?;
+        Detector::new(entry, &*model)
+    }
+
+    /// A detector over an already loaded `model` (loaded with
+    /// [`input_shapes`] of `entry`).
+    pub fn new(entry: ModelEntry, model: &dyn Model) -> Result<Detector> {
         let [w, h] = entry.input_size;
         let shape = [1, 3, h as usize, w as usize];
-        let model = catalog.load(&entry, &[InputShape::first(&shape)])?;
-        let session = model.session().map_err(|source| FaceError::Infer { model: entry.name.clone(), source })?;
+        let input = model.inputs().first().ok_or_else(|| FaceError::Contract {
+            model: entry.name.clone(),
+            message: "a graph without inputs".into(),
+        })?;
         Ok(Detector {
-            input_name: model.inputs()[0].name.clone(),
-            session,
+            input_name: input.name.clone(),
+            session: model.session().map_err(infer_err(&entry))?,
             canvas: RgbImage::new(w, h),
             resizer: Resizer::default(),
             filled: (0, 0),
