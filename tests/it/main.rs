@@ -3,4 +3,5 @@
 
 mod cli;
 mod face_core;
+mod store;
 mod util;

@@ -1,0 +1,227 @@
+//! Staging into a real tmpfs (these tests mount one, so they run as root, as
+//! CI does) and tiered loading from it, including every kind of bad input.
+
+use crate::util::{contract_models, image, shared};
+use fusiond::config::Config;
+use fusiond::face::{PipelineSettings, Selector};
+use fusiond::infer::TractBackend;
+use fusiond::store::{stage, StageReport, Store, TierOutcome};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A temp dir with a tmpfs mounted on its `ramdisk/` by staging, unmounted
+/// when dropped.
+struct Ramdisk {
+    dir: tempfile::TempDir,
+}
+
+impl Ramdisk {
+    fn new() -> Ramdisk {
+        assert!(nix::unistd::geteuid().is_root(), "the store tests mount a real tmpfs and must run as root (CI does)");
+        Ramdisk { dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.path().join("ramdisk")
+    }
+
+    /// A persistent model dir of its own, for tampered copies.
+    fn bad_models(&self) -> PathBuf {
+        let p = self.dir.path().join("bad");
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+}
+
+impl Drop for Ramdisk {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount(&self.path());
+    }
+}
+
+fn config(rd: &Ramdisk, size_mib: u64, extra_dirs: &[&Path], tiers: &[(&str, &[&str])]) -> Config {
+    let mut dirs = vec![format!("{:?}", shared("models")), format!("{:?}", contract_models())];
+    dirs.extend(extra_dirs.iter().map(|d| format!("{d:?}")));
+    let mut text = format!(
+        "[models]\ndirs = [{}]\nramdisk = {:?}\nramdisk_size_mib = {size_mib}\nstart_tier = {:?}\n",
+        dirs.join(", "),
+        rd.path(),
+        tiers.last().unwrap().0
+    );
+    for (name, models) in tiers {
+        text.push_str(&format!("[[tier]]\nname = {name:?}\nmodels = {models:?}\n"));
+    }
+    Config::parse(&text, Path::new("test.toml")).unwrap()
+}
+
+fn catalog(c: &Config) -> fusiond::catalog::Catalog {
+    fusiond::catalog::Catalog::open(&c.models.dirs, Arc::new(TractBackend)).unwrap()
+}
+
+const FAST: (&str, &[&str]) = ("fast", &["scrfd_500m", "arcface_fr", "latent_color_swapper"]);
+
+#[test]
+fn staging_verifies_into_tmpfs_and_a_second_run_copies_nothing() {
+    let rd = Ramdisk::new();
+    let c = config(&rd, 64, &[], &[FAST]);
+    let first = stage(&c, &catalog(&c)).unwrap();
+    assert!(fusiond::store::tmpfs::is_tmpfs(&rd.path()).unwrap());
+    assert_eq!(first.exit_code(), 0);
+    assert!(first.bytes_copied > 8_000_000);
+    assert!(first.report.iter().all(|f| f.action == "copied" && f.copy_mb_s.unwrap() > 0.0));
+    for f in ["scrfd_500m_bnkps.onnx", "latent_color_swapper_128.emap.safetensors", "manifest.toml", ".ready"] {
+        assert!(rd.path().join(f).is_file(), "{f} was not staged");
+    }
+    let sha = fusiond::store::stage::hash_file(&rd.path().join("arcface_fr_feature.onnx")).unwrap();
+    assert_eq!(sha, "87aacdfe57510db2af90c0251df680e8eec88f122ee94712121d09bcaaaf3581");
+    let second = stage(&c, &catalog(&c)).unwrap();
+    assert_eq!(second.bytes_copied, 0);
+    assert!(second.report.iter().all(|f| f.action == "kept"));
+    assert_eq!(StageReport::read(&rd.path()).unwrap().files.len(), 3);
+}
+
+#[test]
+fn the_store_loads_warms_and_runs_a_staged_tier() {
+    let rd = Ramdisk::new();
+    let c = config(&rd, 64, &[], &[FAST]);
+    stage(&c, &catalog(&c)).unwrap();
+    let store = Store::open(&c, Arc::new(TractBackend)).unwrap();
+    let TierOutcome::Ready(models) = store.activate("fast").unwrap() else { panic!("fast tier degraded") };
+    for m in models.all() {
+        assert!(m.entry.file.starts_with(rd.path()), "{} loaded from outside the ramdisk", m.entry.name);
+        assert!(m.timings.warmup.as_nanos() > 0 && m.timings.backend.optimize.as_nanos() > 0);
+    }
+    assert_eq!(store.cached().len(), 3);
+    let again = store.tier("fast").unwrap();
+    assert!(Arc::ptr_eq(&again.detector, &models.detector), "a second request reuses the cached model");
+    let mut p = models.pipeline(PipelineSettings { blend: 1.0, selector: Selector::Many }).unwrap();
+    p.set_source(&image("fr_biden.jpg"), "source").unwrap();
+    let mut frame = image("fr_two_people.jpg");
+    assert_eq!(p.process(&mut frame).unwrap().swapped.len(), 2);
+}
+
+/// Copies `src` into `dir` as `name`, applies `damage`, and writes a
+/// manifest entry `name` with `sha` (the original's unless given).
+fn bad_model(dir: &Path, name: &str, src: &Path, contract: &str, sha: Option<&str>, damage: impl Fn(&mut Vec<u8>)) {
+    let mut bytes = std::fs::read(src).unwrap();
+    let good_sha = fusiond::catalog::sha256_hex(&bytes);
+    damage(&mut bytes);
+    let file = format!("{name}.onnx");
+    std::fs::write(dir.join(&file), &bytes).unwrap();
+    let entry = format!(
+        "[[model]]\nname = {name:?}\nfile = {file:?}\nsha256 = {:?}\ncontract = {contract:?}\nlicence = \"test\"\n\n",
+        sha.unwrap_or(&good_sha)
+    );
+    let manifest = dir.join("manifest.toml");
+    let mut text = std::fs::read_to_string(&manifest).unwrap_or_default();
+    text.push_str(&entry);
+    std::fs::write(manifest, text).unwrap();
+}
+
+#[test]
+fn corrupt_models_disable_only_their_tier_and_name_the_file() {
+    let rd = Ramdisk::new();
+    let bad = rd.bad_models();
+    let arcface = shared("models/arcface_fr_feature.onnx");
+    bad_model(&bad, "bitflip", &arcface, "arcface", None, |b| {
+        let i = b.len() / 3;
+        b[i] ^= 0x10;
+    });
+    bad_model(&bad, "truncated", &arcface, "arcface", None, |b| b.truncate(b.len() / 2));
+    bad_model(&bad, "wronghash", &arcface, "arcface", Some(&"ab".repeat(32)), |_| {});
+    let tiers: [(&str, &[&str]); 5] = [
+        FAST,
+        ("t_bitflip", &["scrfd_500m", "bitflip", "latent_color_swapper"]),
+        ("t_truncated", &["scrfd_500m", "truncated", "latent_color_swapper"]),
+        ("t_wronghash", &["scrfd_500m", "wronghash", "latent_color_swapper"]),
+        ("t_missing", &["scrfd_500m", "arcface_w600k_r50", "latent_color_swapper"]),
+    ];
+    let c = config(&rd, 64, &[&bad], &tiers);
+    let report = stage(&c, &catalog(&c)).unwrap();
+    assert_eq!(report.exit_code(), 2, "some tiers usable");
+    assert!(report.tiers[0].usable);
+    for (t, file) in
+        report.tiers[1..].iter().zip(["bitflip.onnx", "truncated.onnx", "wronghash.onnx", "arcface_w600k_r50.onnx"])
+    {
+        let why = t.reason.as_deref().unwrap_or_else(|| panic!("tier {} should be unusable", t.name));
+        assert!(why.contains(file), "tier {}: {why}", t.name);
+    }
+    let why = report.tiers[1].reason.as_deref().unwrap();
+    assert!(why.contains("corrupt or tampered"), "{why}");
+    assert!(!rd.path().join("bitflip.onnx").exists() && !rd.path().join(".bitflip.onnx.partial").exists());
+    // The daemon side: asked for a broken tier, it runs the one below.
+    let store = Store::open(&c, Arc::new(TractBackend)).unwrap();
+    match store.activate("t_bitflip").unwrap() {
+        TierOutcome::Degraded { models, reason, .. } => {
+            assert_eq!(models.tier, "fast");
+            assert!(reason.contains("t_bitflip"), "{reason}");
+        }
+        TierOutcome::Ready(_) => panic!("a tier with a corrupt model loaded"),
+    }
+}
+
+#[test]
+fn a_file_that_is_not_onnx_fails_at_load_and_the_tier_below_runs() {
+    let rd = Ramdisk::new();
+    let bad = rd.bad_models();
+    bad_model(&bad, "notonnx", &shared("models/SHA256SUMS"), "arcface", None, |_| {});
+    let c = config(&rd, 64, &[&bad], &[FAST, ("quality", &["scrfd_500m", "notonnx", "latent_color_swapper"])]);
+    assert_eq!(stage(&c, &catalog(&c)).unwrap().exit_code(), 0, "its hash is right, so it stages");
+    let store = Store::open(&c, Arc::new(TractBackend)).unwrap();
+    let Ok(TierOutcome::Degraded { models, reason, .. }) = store.activate("quality") else { panic!("not degraded") };
+    assert_eq!(models.tier, "fast");
+    assert!(reason.contains("notonnx") && reason.contains("cannot load model"), "{reason}");
+}
+
+#[test]
+fn a_full_tmpfs_refuses_what_does_not_fit_with_the_sizes() {
+    let rd = Ramdisk::new();
+    let c = config(&rd, 8, &[], &[("small", &["yunet_2023mar", "arcface_fr", "identity_swapper"]), FAST]);
+    // Mount it, then fill most of it.
+    fusiond::store::tmpfs::ensure(&rd.path(), 8).unwrap();
+    std::fs::write(rd.path().join("filler"), vec![0u8; 500_000]).unwrap();
+    let report = stage(&c, &catalog(&c)).unwrap();
+    assert_eq!(report.exit_code(), 2);
+    assert!(report.tiers[0].usable, "{:?}", report.tiers[0]);
+    let why = report.tiers[1].reason.as_deref().unwrap();
+    assert!(why.contains("MB more on the ramdisk but only") && why.contains("ramdisk_size_mib"), "{why}");
+    assert!(!rd.path().join("scrfd_500m_bnkps.onnx").exists());
+}
+
+fn hostile_safetensors(header_len: u64, header: &str) -> Vec<u8> {
+    let mut b = header_len.to_le_bytes().to_vec();
+    b.extend_from_slice(header.as_bytes());
+    b.extend_from_slice(&[0u8; 64]);
+    b
+}
+
+#[test]
+fn hostile_safetensors_side_files_are_rejected_without_panicking() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [
+        ("overflow", hostile_safetensors(u64::MAX, "{}")),
+        (
+            "out_of_range",
+            hostile_safetensors(80, r#"{"emap":{"dtype":"F32","shape":[512,512],"data_offsets":[0,1048576]}}"#),
+        ),
+        ("bad_shape", hostile_safetensors(72, r#"{"emap":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}      "#)),
+        ("empty", vec![]),
+    ];
+    for (name, bytes) in cases {
+        let path = tmp.path().join(format!("{name}.emap.safetensors"));
+        std::fs::write(&path, bytes).unwrap();
+        let err = fusiond::face::read_emap(&path).unwrap_err().to_string();
+        assert!(err.contains(&format!("{name}.emap.safetensors")), "{name}: {err}");
+    }
+    // Staged next to a swapper, a hostile side file fails that tier only.
+    let rd = Ramdisk::new();
+    let bad = rd.bad_models();
+    let src = contract_models().join("latent_color_swapper_128.onnx");
+    bad_model(&bad, "hostile_swapper", &src, "inswapper", None, |_| {});
+    std::fs::write(bad.join("hostile_swapper.emap.safetensors"), hostile_safetensors(u64::MAX, "{}")).unwrap();
+    let c = config(&rd, 64, &[&bad], &[FAST, ("quality", &["scrfd_500m", "arcface_fr", "hostile_swapper"])]);
+    stage(&c, &catalog(&c)).unwrap();
+    let store = Store::open(&c, Arc::new(TractBackend)).unwrap();
+    let Ok(TierOutcome::Degraded { reason, .. }) = store.activate("quality") else { panic!("not degraded") };
+    assert!(reason.contains("hostile_swapper"), "{reason}");
+}
