@@ -18,6 +18,10 @@ trap 'rm -rf "$work"' EXIT
 export FUSIOND_CONTRACT_MODELS="$work/contract-models"
 echo "== contract models"
 "$FUSIOND_PYTHON" models/make_contract_models.py "$FUSIOND_CONTRACT_MODELS"
+export FUSIOND_INT8_MODELS="$work/int8-models"
+echo "== INT8 models (models/quantize; INT8 vs FP32 on onnxruntime)"
+"$FUSIOND_PYTHON" models/quantize --models "$FUSIOND_SHARED/models" --photos "$FUSIOND_SHARED/images" \
+    --out "$FUSIOND_INT8_MODELS" 2>&1 | grep -E "worst|->"
 
 echo "== cargo fmt --check"
 cargo fmt --check

@@ -3,5 +3,6 @@
 
 mod cli;
 mod face_core;
+mod int8;
 mod store;
 mod util;

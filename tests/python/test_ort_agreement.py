@@ -13,12 +13,18 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import sys
+
 import cv2
 import numpy as np
 import onnxruntime as ort
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "models"))
+from facelib import detect, iou  # noqa: E402
+from facelib import arcface_input  # noqa: E402
+
 SHARED = Path(os.environ.get("FUSIOND_SHARED", ROOT.parent / "shared"))
 BIN = os.environ.get("FUSIOND_BIN", str(ROOT / "target" / "release" / "fusiond"))
 MODELS = SHARED / "models"
@@ -30,8 +36,6 @@ DETECTORS = {
     "scrfd_500m": ("scrfd_500m_bnkps.onnx", "scrfd"),
 }
 PHOTOS = ["fr_obama.jpg", "fr_two_people.jpg", "fr_obama_and_biden.jpg", "pexels_blazeface_Test3.jpg", "skimage_astronaut.png"]
-ARCFACE_112_V2 = np.array([[0.34191607, 0.46157411], [0.65653393, 0.45983393], [0.500225, 0.64050536],
-                           [0.37097589, 0.82469196], [0.63151696, 0.82325089]], np.float32)
 
 
 def require(path):
@@ -47,72 +51,9 @@ def fusiond(*args):
     return out.stdout
 
 
-# ---- the reference pipeline -------------------------------------------------
-
-def letterbox(bgr, size=640):
-    h, w = bgr.shape[:2]
-    if h > size or w > size:
-        scale = min(size / h, size / w)
-        bgr = cv2.resize(bgr, (int(w * scale), int(h * scale)))
-    canvas = np.zeros((size, size, 3), np.uint8)
-    canvas[: bgr.shape[0], : bgr.shape[1]] = bgr
-    return canvas, w / bgr.shape[1], h / bgr.shape[0]
-
-
-def prepare(canvas, contract):
-    x = canvas.astype(np.float32)
-    if contract == "scrfd":
-        x = (x - 127.5) / 128.0
-    return x.transpose(2, 0, 1)[None].copy()
-
-
-def decode(outs, contract, size=640, thr=0.5):
-    boxes, scores, points = [], [], []
-    for i, s in enumerate([8, 16, 32]):
-        n = size // s
-        ys, xs = np.mgrid[0:n, 0:n]
-        anchors = np.stack([xs, ys], -1).reshape(-1, 2).astype(np.float32) * s
-        if contract == "yunet":
-            score = (np.clip(outs[i], 0, 1) * np.clip(outs[3 + i], 0, 1)).reshape(-1)
-            bb, kp = outs[6 + i].reshape(-1, 4), outs[9 + i].reshape(-1, 10)
-            c = bb[:, :2] * s + anchors
-            wh = np.exp(bb[:, 2:]) * s
-            box = np.concatenate([c - wh / 2, c + wh / 2], 1)
-        else:
-            anchors = np.repeat(anchors, 2, axis=0)
-            score = outs[i].reshape(-1)
-            bb, kp = outs[3 + i].reshape(-1, 4) * s, outs[6 + i].reshape(-1, 10)
-            box = np.concatenate([anchors - bb[:, :2], anchors + bb[:, 2:]], 1)
-        pts = kp.reshape(-1, 5, 2) * s + anchors[:, None]
-        keep = score > thr
-        boxes.append(box[keep]); scores.append(score[keep]); points.append(pts[keep])
-    return np.concatenate(boxes), np.concatenate(scores), np.concatenate(points)
-
-
-def iou(a, b):
-    iw = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    ih = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = iw * ih
-    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
-
-
-def nms(boxes, scores, thr=0.4):
-    keep = []
-    for i in np.argsort(-scores):
-        if all(iou(boxes[i], boxes[k]) <= thr for k in keep):
-            keep.append(i)
-    return keep
-
-
 def reference_faces(model, contract, photo):
-    bgr = cv2.imread(require(IMAGES / photo))
-    canvas, rx, ry = letterbox(bgr)
     sess = ort.InferenceSession(str(MODELS / model), providers=["CPUExecutionProvider"])
-    outs = sess.run(None, {sess.get_inputs()[0].name: prepare(canvas, contract)})
-    boxes, scores, points = decode(outs, contract)
-    keep = nms(boxes, scores)
-    scale = np.array([rx, ry, rx, ry], np.float32)
-    return [(boxes[i] * scale, scores[i], points[i] * np.array([rx, ry], np.float32)) for i in keep]
+    return detect(sess, contract, cv2.imread(require(IMAGES / photo)))
 
 
 def reference_embedding(photo, landmarks=None):
@@ -121,10 +62,7 @@ def reference_embedding(photo, landmarks=None):
     bgr = cv2.imread(require(IMAGES / photo))
     if landmarks is None:
         landmarks = reference_faces("scrfd_500m_bnkps.onnx", "scrfd", photo)[0][2]
-    landmarks = np.asarray(landmarks, np.float32)
-    m, _ = cv2.estimateAffinePartial2D(landmarks, ARCFACE_112_V2 * 112, method=cv2.RANSAC, ransacReprojThreshold=100)
-    crop = cv2.warpAffine(bgr, m, (112, 112), borderMode=cv2.BORDER_REPLICATE)
-    x = ((crop[:, :, ::-1].astype(np.float32) - 127.0) / 128.0).transpose(2, 0, 1)[None].copy()
+    x = arcface_input(bgr, landmarks)
     sess = ort.InferenceSession(str(MODELS / "arcface_fr_feature.onnx"), providers=["CPUExecutionProvider"])
     e = sess.run(None, {"input": x})[0][0]
     return e / np.linalg.norm(e)
