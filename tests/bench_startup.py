@@ -5,8 +5,8 @@ against disk, side by side in one run. Prints figures; asserts nothing.
   tests/bench_startup.py [--runs N] [--swapper-dir DIR --swapper NAME]
 
 Needs root (it mounts tmpfs ramdisks) and FUSIOND_BIN, FUSIOND_SHARED, and
-FUSIOND_INT8_MODELS / FUSIOND_CONTRACT_MODELS (tests/run.sh makes both; so
-does tests/bench.sh). Each `fusiond load` is a fresh process: ready_s is
+FUSIOND_INT8_MODELS / FUSIOND_CONTRACT_MODELS (made by models/quantize and
+models/make_contract_models.py; README shows the commands). Each `fusiond load` is a fresh process: ready_s is
 process start -> tier loaded and warmed, from /proc.
 """
 import argparse
