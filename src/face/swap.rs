@@ -117,7 +117,7 @@ impl Swapper {
     }
 
     /// The emap for `entry`: its side file when present, else read from the
-    /// (float) graph.
+    /// float graph (`emap_source`, or the model itself).
     pub fn load_emap(catalog: &Catalog, entry: &ModelEntry) -> Result<Tensor> {
         let side = entry.emap.clone().unwrap_or_else(|| emap_path(&entry.file));
         if side.is_file() {
@@ -129,7 +129,11 @@ impl Swapper {
             side.display(),
             entry.name
         );
-        extract_emap(&catalog.open_file(entry)?)
+        let float = match &entry.emap_source {
+            Some(source) => catalog.entry(source)?,
+            None => entry,
+        };
+        extract_emap(&catalog.open_file(float)?)
     }
 
     pub fn entry(&self) -> &ModelEntry {

@@ -119,6 +119,23 @@ fn bad_model(dir: &Path, name: &str, src: &Path, contract: &str, sha: Option<&st
 }
 
 #[test]
+fn the_next_tier_preloads_in_the_background_when_configured() {
+    let rd = Ramdisk::new();
+    let mut c = config(&rd, 64, &[], &[FAST, ("quality", &["yunet_2023mar", "arcface_fr", "identity_swapper"])]);
+    c.models.start_tier = "fast".into();
+    c.models.preload_next = true;
+    stage(&c, &catalog(&c)).unwrap();
+    let store = Arc::new(Store::open(&c, Arc::new(TractBackend)).unwrap());
+    assert!(matches!(store.activate("fast"), Ok(TierOutcome::Ready(_))));
+    store.preload_next("fast").expect("a preload thread").join().unwrap();
+    let cached = store.cached();
+    assert!(cached.contains(&"yunet_2023mar".to_string()) && cached.contains(&"identity_swapper".to_string()));
+    c.models.preload_next = false;
+    let store = Arc::new(Store::open(&c, Arc::new(TractBackend)).unwrap());
+    assert!(store.preload_next("fast").is_none());
+}
+
+#[test]
 fn corrupt_models_disable_only_their_tier_and_name_the_file() {
     let rd = Ramdisk::new();
     let bad = rd.bad_models();
