@@ -12,6 +12,8 @@ models whose behaviour is known in closed form:
   known_emap_swapper_128  inswapper contract with a known emap; outputs the
                           target and echoes `source`, so the latent that enters
                           the graph can be checked against NumPy.
+  identity_enhancer_512   gfpgan contract at 512; output = input (in the
+                          model's [-1, 1] space).
   identity_hyperswap_256  hyperswap contract at 256; output = target (in the
                           model's mean/std 0.5 space), no emap.
   yolo_face_planted       yolo_face contract; a constant [1, 20, 8400] output
@@ -92,6 +94,12 @@ def latent_color_swapper(path, emap):
     save(helper.make_model(graph, opset_imports=OPSET), path)
 
 
+def identity_enhancer(path, size=512):
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 3, size, size]) for n in ("input", "output")]
+    graph = helper.make_graph([helper.make_node("Identity", ["input"], ["output"])], "identity_enhancer", [io[0]], [io[1]])
+    save(helper.make_model(graph, opset_imports=OPSET), path)
+
+
 def known_emap_swapper(path, emap):
     inputs, output = swapper_io()
     echo = helper.make_tensor_value_info("source_echo", TensorProto.FLOAT, [1, LATENT])
@@ -151,6 +159,7 @@ def main():
     latent_color_swapper(os.path.join(out, "latent_color_swapper_128.onnx"), emap)
     known_emap_swapper(os.path.join(out, "known_emap_swapper_128.onnx"), known)
     identity_swapper(os.path.join(out, "identity_hyperswap_256.onnx"), None, size=256)
+    identity_enhancer(os.path.join(out, "identity_enhancer_512.onnx"))
     yolo_face_planted(os.path.join(out, "yolo_face_planted.onnx"))
 
     # NumPy reference for the latent: an unnormalised "raw" embedding.
@@ -168,6 +177,7 @@ def main():
         ("known_emap", "known_emap_swapper_128.onnx", "inswapper", {}),
         ("known_emap_renorm", "known_emap_swapper_128.onnx", "inswapper", {"renormalize_latent": "true"}),
         ("identity_hyperswap", "identity_hyperswap_256.onnx", "hyperswap", {}),
+        ("identity_enhancer", "identity_enhancer_512.onnx", "gfpgan", {}),
         ("yolo_face_planted", "yolo_face_planted.onnx", "yolo_face", {}),
     ]
     with open(os.path.join(out, "manifest.toml"), "w") as m:

@@ -75,10 +75,16 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             models: ModelsConfig::default(),
-            tier: vec![TierConfig {
-                name: "fast".into(),
-                models: vec!["scrfd_500m".into(), "arcface_fr".into(), "inswapper_128".into()],
-            }],
+            tier: vec![
+                TierConfig {
+                    name: "fast".into(),
+                    models: vec!["scrfd_500m".into(), "arcface_fr".into(), "inswapper_128".into()],
+                },
+                TierConfig {
+                    name: "quality".into(),
+                    models: vec!["scrfd_500m".into(), "arcface_fr".into(), "inswapper_128".into(), "gfpgan_1.4".into()],
+                },
+            ],
         }
     }
 }
@@ -201,8 +207,7 @@ mod tests {
     fn the_packaged_config_parses_and_matches_the_defaults() {
         let text = include_str!("../config/fusiond.toml");
         let c = Config::parse(text, Path::new("fusiond.toml")).unwrap();
-        assert_eq!(c.models, ModelsConfig::default());
-        assert_eq!(c.tier[0].name, "fast");
+        assert_eq!(c, Config::default());
     }
 
     #[test]

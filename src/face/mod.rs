@@ -1,12 +1,14 @@
 //! The face pipeline: detect → align → embed → swap → paste back.
 
 pub mod detect;
+mod enhance;
 mod pipeline;
 mod recognize;
 mod select;
 mod swap;
 
 pub use detect::Detector;
+pub use enhance::Enhancer;
 pub use pipeline::{FrameReport, FusionPipeline, PipelineSettings, StageTimings};
 pub use recognize::{Embedding, Recognizer};
 pub use select::Selector;

@@ -1,6 +1,6 @@
 //! One frame through the whole face pipeline, with per-stage timings.
 
-use super::{Detector, Embedding, Face, FaceError, Recognizer, Result, Selector, Swapper};
+use super::{Detector, Embedding, Enhancer, Face, FaceError, Recognizer, Result, Selector, Swapper};
 use crate::infer::Tensor;
 use crate::vision::RgbImage;
 use serde::Serialize;
@@ -15,6 +15,8 @@ pub struct StageTimings {
     /// Target alignment and the swap model.
     pub swap: Duration,
     pub paste: Duration,
+    /// The optional enhancer on each swapped face (warp, model, paste).
+    pub enhance: Duration,
     pub total: Duration,
 }
 
@@ -51,13 +53,15 @@ pub struct FusionPipeline {
     pub detector: Detector,
     pub recognizer: Recognizer,
     pub swapper: Swapper,
+    /// Runs on every swapped face when present.
+    pub enhancer: Option<Enhancer>,
     pub settings: PipelineSettings,
     source: Option<Source>,
 }
 
 impl FusionPipeline {
     pub fn new(detector: Detector, recognizer: Recognizer, swapper: Swapper, settings: PipelineSettings) -> Self {
-        FusionPipeline { detector, recognizer, swapper, settings, source: None }
+        FusionPipeline { detector, recognizer, swapper, enhancer: None, settings, source: None }
     }
 
     /// The largest face of `img`, embedded.
@@ -108,6 +112,11 @@ impl FusionPipeline {
                 t.swap += p - s;
                 self.swapper.paste(frame, &to_crop, self.settings.blend);
                 t.paste += p.elapsed();
+                if let Some(enhancer) = self.enhancer.as_mut() {
+                    let e = Instant::now();
+                    enhancer.enhance(frame, &faces[i].landmarks)?;
+                    t.enhance += e.elapsed();
+                }
                 swapped.push(i);
             }
         }

@@ -7,7 +7,7 @@ use super::stage::{StageReport, READY};
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::face::{
-    input_shapes, Detector, FaceError, FusionPipeline, MaskSettings, PipelineSettings, Recognizer, Swapper,
+    input_shapes, Detector, Enhancer, FaceError, FusionPipeline, MaskSettings, PipelineSettings, Recognizer, Swapper,
 };
 use crate::infer::{Backend, LoadPhases, Model, Tensor};
 use crate::manifest::{Contract, Kind, ModelEntry};
@@ -43,26 +43,30 @@ pub struct TierModels {
     pub detector: Arc<LoadedModel>,
     pub recognizer: Arc<LoadedModel>,
     pub swapper: Arc<LoadedModel>,
+    pub enhancer: Option<Arc<LoadedModel>>,
 }
 
 impl TierModels {
-    pub fn all(&self) -> [&Arc<LoadedModel>; 3] {
-        [&self.detector, &self.recognizer, &self.swapper]
+    pub fn all(&self) -> Vec<&Arc<LoadedModel>> {
+        let mut all = vec![&self.detector, &self.recognizer, &self.swapper];
+        all.extend(self.enhancer.as_ref());
+        all
     }
 
     /// A pipeline with fresh per-thread sessions over these shared models.
     pub fn pipeline(&self, settings: PipelineSettings) -> Result<FusionPipeline, FaceError> {
-        Ok(FusionPipeline::new(
+        let mask = MaskSettings::default();
+        let swapper = &self.swapper;
+        let mut p = FusionPipeline::new(
             Detector::new(self.detector.entry.clone(), &*self.detector.model)?,
             Recognizer::new(self.recognizer.entry.clone(), &*self.recognizer.model)?,
-            Swapper::new(
-                self.swapper.entry.clone(),
-                &*self.swapper.model,
-                self.swapper.emap.clone(),
-                MaskSettings::default(),
-            )?,
+            Swapper::new(swapper.entry.clone(), &*swapper.model, swapper.emap.clone(), mask)?,
             settings,
-        ))
+        );
+        if let Some(e) = &self.enhancer {
+            p.enhancer = Some(Enhancer::new(e.entry.clone(), &*e.model, mask)?);
+        }
+        Ok(p)
     }
 }
 
@@ -189,19 +193,22 @@ impl Store {
                 return Err(format!("staging marked it unusable: {}", status.reason.clone().unwrap_or_default()));
             }
         }
-        let role = |kind: Kind| -> Result<Arc<LoadedModel>, String> {
-            let name = t
-                .models
-                .iter()
-                .find(|m| self.catalog.entry(m).is_ok_and(|e| e.kind() == kind))
-                .ok_or_else(|| format!("it lists no {kind:?} model"))?;
-            self.model(name).map_err(|e| e.to_string())
+        if let Some(unknown) = t.models.iter().find(|m| self.catalog.entry(m).is_err()) {
+            return Err(format!("model `{unknown}` is in no manifest"));
+        }
+        let optional = |kind: Kind| -> Result<Option<Arc<LoadedModel>>, String> {
+            match t.models.iter().find(|m| self.catalog.entry(m).is_ok_and(|e| e.kind() == kind)) {
+                Some(name) => self.model(name).map(Some).map_err(|e| e.to_string()),
+                None => Ok(None),
+            }
         };
+        let role = |kind: Kind| optional(kind)?.ok_or_else(|| format!("it lists no {kind:?} model"));
         Ok(TierModels {
             tier: name.to_string(),
             detector: role(Kind::Detector)?,
             recognizer: role(Kind::Recognizer)?,
             swapper: role(Kind::Swapper)?,
+            enhancer: optional(Kind::Enhancer)?,
         })
     }
 

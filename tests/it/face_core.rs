@@ -268,3 +268,25 @@ fn swapped_frames_differ_only_where_faces_are_selected_by_reference() {
     assert!(e.cosine(&identity(&catalog, "fr_obama2.jpg")) > 0.5);
     let _ = shared("images/fr_obama2.jpg");
 }
+
+#[test]
+fn the_enhancer_restores_in_place_at_80_percent_inside_its_paste_region_only() {
+    let catalog = catalog();
+    let mut enhancer = fusiond::face::Enhancer::load(&catalog, Some("identity_enhancer")).unwrap();
+    assert_eq!(enhancer.blend, 0.8);
+    let mut det = Detector::load(&catalog, Some("scrfd_500m"), None).unwrap();
+    let before = image("fr_two_people.jpg");
+    let face = det.detect(&before).unwrap().remove(0);
+    let mut after = before.clone();
+    enhancer.enhance(&mut after, &face.landmarks).unwrap();
+    let m = Template::Ffhq512.align(&face.landmarks, 512).unwrap();
+    let r = paste_region(&m, 512, 512, before.width(), before.height()).unwrap();
+    for (x, y, px) in after.enumerate_pixels() {
+        if !(x >= r[0] && x < r[2] && y >= r[1] && y < r[3]) {
+            assert_eq!(px, before.get_pixel(x, y), "pixel ({x}, {y}) outside the enhancer's paste box changed");
+        }
+    }
+    let b = face.bbox.map(|v| v.max(0.0) as u32);
+    let box_psnr = psnr(&region(&before, b), &region(&after, b));
+    assert!(box_psnr >= 30.0, "identity enhancer: face box PSNR {box_psnr:.1} dB < 30");
+}

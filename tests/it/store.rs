@@ -119,6 +119,24 @@ fn bad_model(dir: &Path, name: &str, src: &Path, contract: &str, sha: Option<&st
 }
 
 #[test]
+fn a_tier_with_an_enhancer_runs_it_on_every_swapped_face() {
+    let rd = Ramdisk::new();
+    let quality: (&str, &[&str]) =
+        ("quality", &["scrfd_500m", "arcface_fr", "latent_color_swapper", "identity_enhancer"]);
+    let c = config(&rd, 64, &[], &[FAST, quality]);
+    stage(&c, &catalog(&c)).unwrap();
+    let store = Store::open(&c, Arc::new(TractBackend)).unwrap();
+    let TierOutcome::Ready(models) = store.activate("quality").unwrap() else { panic!("quality degraded") };
+    assert_eq!(models.enhancer.as_ref().unwrap().entry.name, "identity_enhancer");
+    assert_eq!(models.all().len(), 4);
+    let mut p = models.pipeline(PipelineSettings { blend: 1.0, selector: Selector::Many }).unwrap();
+    p.set_source(&image("fr_biden.jpg"), "source").unwrap();
+    let report = p.process(&mut image("fr_two_people.jpg")).unwrap();
+    assert_eq!(report.swapped.len(), 2);
+    assert!(report.timings.enhance.as_nanos() > 0);
+}
+
+#[test]
 fn the_next_tier_preloads_in_the_background_when_configured() {
     let rd = Ramdisk::new();
     let mut c = config(&rd, 64, &[], &[FAST, ("quality", &["yunet_2023mar", "arcface_fr", "identity_swapper"])]);
