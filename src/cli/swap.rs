@@ -1,5 +1,5 @@
 use super::{load_image, save_image, selector, swapper, ModelArgs, SelectorMode};
-use crate::face::{FusionPipeline, PipelineSettings};
+use crate::face::{Enhancer, FusionPipeline, PipelineSettings};
 use anyhow::{ensure, Result};
 use std::path::PathBuf;
 
@@ -19,6 +19,9 @@ pub struct Args {
     /// Swapper model name (default: the first one present).
     #[arg(long)]
     swapper: Option<String>,
+    /// Enhancer model to run on every swapped face (GFPGAN contract).
+    #[arg(long)]
+    enhancer: Option<String>,
     /// Mix of swapped (1) and original (0) face.
     #[arg(long, default_value_t = 1.0)]
     blend: f32,
@@ -43,6 +46,9 @@ pub fn run(args: Args) -> Result<()> {
         selector(args.selector, args.reference.as_deref(), args.reference_distance, &mut detector, &mut recognizer)?;
     let mut pipeline =
         FusionPipeline::new(detector, recognizer, swapper, PipelineSettings { blend: args.blend, selector });
+    if let Some(name) = &args.enhancer {
+        pipeline.enhancer = Some(Enhancer::load(&catalog, Some(name))?);
+    }
     let source = load_image(&args.source)?;
     pipeline.set_source(&source, &args.source.display().to_string())?;
     let mut frame = load_image(&args.target)?;
