@@ -111,12 +111,14 @@ pub trait Session: Send {
 /// Named model outputs, looked up by name.
 #[derive(Debug)]
 pub struct Outputs {
-    names: Vec<String>,
+    names: Arc<[String]>,
     tensors: Vec<Tensor>,
 }
 
 impl Outputs {
-    pub fn new(names: Vec<String>, tensors: Vec<Tensor>) -> Self {
+    /// `names` is shared with the model, so building outputs per run does
+    /// not copy them.
+    pub fn new(names: Arc<[String]>, tensors: Vec<Tensor>) -> Self {
         Outputs { names, tensors }
     }
 
@@ -134,6 +136,6 @@ impl Outputs {
     }
 
     pub fn into_vec(self) -> Vec<(String, Tensor)> {
-        self.names.into_iter().zip(self.tensors).collect()
+        self.names.iter().cloned().zip(self.tensors).collect()
     }
 }

@@ -13,7 +13,7 @@ struct TractModel {
     plan: Arc<TypedRunnableModel>,
     inputs: Vec<InputSpec>,
     input_types: Vec<DatumType>,
-    outputs: Vec<String>,
+    outputs: Arc<[String]>,
     phases: LoadPhases,
 }
 
@@ -21,7 +21,7 @@ struct TractSession {
     state: TypedSimpleState,
     inputs: Vec<InputSpec>,
     input_types: Vec<DatumType>,
-    outputs: Vec<String>,
+    outputs: Arc<[String]>,
 }
 
 fn load_err(e: impl std::fmt::Display) -> InferError {
