@@ -1,5 +1,6 @@
 //! The face pipeline: detect → align → embed → swap → paste back.
 
+mod aligned;
 pub mod detect;
 mod enhance;
 mod pipeline;

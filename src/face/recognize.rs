@@ -1,11 +1,12 @@
 //! ArcFace-style recogniser: align on the template, run, keep the raw and the
 //! L2-normalised embedding.
 
-use super::{infer_err, input_shapes, FaceError, Result, Template};
+use super::aligned::AlignedModel;
+use super::{input_shapes, FaceError, Result, Template};
 use crate::catalog::Catalog;
-use crate::infer::{Model, Session, Tensor};
+use crate::infer::Model;
 use crate::manifest::{Kind, ModelEntry};
-use crate::vision::{pack_nchw, warp_affine_into, RgbImage};
+use crate::vision::RgbImage;
 
 /// An identity vector: the model's raw output and its L2-normalised form.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,12 +34,7 @@ impl Embedding {
 }
 
 pub struct Recognizer {
-    entry: ModelEntry,
-    session: Box<dyn Session>,
-    input_name: String,
-    template: Template,
-    crop: RgbImage,
-    tensor: Tensor,
+    model: AlignedModel,
 }
 
 impl Recognizer {
@@ -49,50 +45,25 @@ impl Recognizer {
     }
 
     pub fn new(entry: ModelEntry, model: &dyn Model) -> Result<Recognizer> {
-        let [w, h] = entry.input_size;
-        let shape = [1, 3, h as usize, w as usize];
-        let input = model.inputs().first().ok_or_else(|| FaceError::Contract {
-            model: entry.name.clone(),
-            message: "a graph without inputs".into(),
-        })?;
-        Ok(Recognizer {
-            input_name: input.name.clone(),
-            session: model.session().map_err(infer_err(&entry))?,
-            template: entry.template.unwrap_or(Template::Arcface112V2),
-            crop: RgbImage::new(w, h),
-            tensor: Tensor::zeros(&shape),
-            entry,
-        })
+        Ok(Recognizer { model: AlignedModel::new(entry, model, None, Template::Arcface112V2)? })
     }
 
     pub fn entry(&self) -> &ModelEntry {
-        &self.entry
+        &self.model.entry
     }
 
     /// The aligned crop of the last [`Recognizer::embed`] call.
     pub fn crop(&self) -> &RgbImage {
-        &self.crop
+        &self.model.crop
     }
 
     pub fn embed(&mut self, frame: &RgbImage, landmarks: &[[f32; 2]; 5]) -> Result<Embedding> {
-        let to_crop = self.template.align(landmarks, self.crop.width())?;
-        warp_affine_into(frame, &to_crop, &mut self.crop);
-        pack_nchw(&self.crop, self.entry.channels, &self.entry.norm, self.tensor.data_mut());
-        let model = &self.entry.name;
-        let out = self
-            .session
-            .run(&[(&self.input_name, &self.tensor)])
-            .map_err(|source| FaceError::Infer { model: model.clone(), source })?;
-        let (_, t) = out
-            .iter()
-            .next()
-            .ok_or_else(|| FaceError::Contract { model: model.clone(), message: "no output".into() })?;
-        if t.is_empty() || t.data().iter().any(|v| !v.is_finite()) {
-            return Err(FaceError::Contract {
-                model: model.clone(),
-                message: "an empty or non-finite embedding".into(),
-            });
+        let mut raw = Vec::new();
+        self.model.run(frame, landmarks, &[], None, |t| raw = t.data().to_vec())?;
+        if raw.iter().any(|v| !v.is_finite()) {
+            let model = self.model.entry.name.clone();
+            return Err(FaceError::Contract { model, message: "a non-finite embedding".into() });
         }
-        Ok(Embedding::from_raw(t.data().to_vec()))
+        Ok(Embedding::from_raw(raw))
     }
 }

@@ -2,11 +2,12 @@
 //! run the model with the source latent, paste the result back under a soft
 //! box mask.
 
-use super::{infer_err, input_shapes, Embedding, FaceError, Result, Template, LATENT_LEN};
+use super::aligned::AlignedModel;
+use super::{input_shapes, Embedding, FaceError, Result, Template, LATENT_LEN};
 use crate::catalog::Catalog;
-use crate::infer::{onnx, Model, Session, Tensor};
+use crate::infer::{onnx, Model, Tensor};
 use crate::manifest::{Contract, Kind, ModelEntry};
-use crate::vision::{box_mask, pack_nchw, paste_back, unpack_nchw, warp_affine_into, Affine, RgbImage};
+use crate::vision::{box_mask, paste_back, unpack_nchw, Affine, RgbImage};
 use std::path::{Path, PathBuf};
 
 const EMAP_TENSOR: &str = "emap";
@@ -27,12 +28,8 @@ impl Default for MaskSettings {
 }
 
 pub struct Swapper {
-    entry: ModelEntry,
-    session: Box<dyn Session>,
-    template: Template,
-    crop: RgbImage,
+    model: AlignedModel,
     out: RgbImage,
-    target: Tensor,
     mask: Vec<f32>,
     /// `[embedding_len, LATENT_LEN]` row-major; inswapper only.
     emap: Option<Tensor>,
@@ -102,17 +99,12 @@ impl Swapper {
             }
             _ => {}
         }
-        let size = entry.input_size[0];
-        let target_shape = [1, 3, size as usize, size as usize];
+        let [w, h] = entry.input_size;
         Ok(Swapper {
-            session: model.session().map_err(infer_err(&entry))?,
-            template: entry.template.unwrap_or(Template::Arcface128),
-            crop: RgbImage::new(size, size),
-            out: RgbImage::new(size, size),
-            target: Tensor::zeros(&target_shape),
-            mask: box_mask(size as usize, size as usize, mask.blur, mask.padding),
+            out: RgbImage::new(w, h),
+            mask: box_mask(w as usize, h as usize, mask.blur, mask.padding),
             emap,
-            entry,
+            model: AlignedModel::new(entry, model, Some("target"), Template::Arcface128)?,
         })
     }
 
@@ -137,7 +129,7 @@ impl Swapper {
     }
 
     pub fn entry(&self) -> &ModelEntry {
-        &self.entry
+        &self.model.entry
     }
 
     /// The `source` input for an identity: for inswapper normed · emap,
@@ -165,7 +157,7 @@ impl Swapper {
         if latent.len() != LATENT_LEN {
             return Err(FaceError::Emap(format!("latent has {} values, model wants {LATENT_LEN}", latent.len())));
         }
-        if self.entry.renormalize_latent {
+        if self.model.entry.renormalize_latent {
             let n = latent.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
             latent.iter_mut().for_each(|v| *v /= n);
         }
@@ -175,24 +167,11 @@ impl Swapper {
     /// Aligns the face at `landmarks`, runs the model and keeps its output
     /// crop. Returns the frame → crop transform for [`Swapper::paste`].
     pub fn run(&mut self, frame: &RgbImage, landmarks: &[[f32; 2]; 5], latent: &Tensor) -> Result<Affine> {
-        let to_crop = self.template.align(landmarks, self.crop.width())?;
-        warp_affine_into(frame, &to_crop, &mut self.crop);
-        pack_nchw(&self.crop, self.entry.channels, &self.entry.norm, self.target.data_mut());
-        let model = &self.entry.name;
-        let out = self
-            .session
-            .run(&[("target", &self.target), ("source", latent)])
-            .map_err(|source| FaceError::Infer { model: model.clone(), source })?;
-        let (_, t) = out
-            .iter()
-            .next()
-            .ok_or_else(|| FaceError::Contract { model: model.clone(), message: "no output".into() })?;
-        if t.len() != self.target.len() {
-            let message = format!("an output of shape {:?}; expected {:?}", t.shape(), self.target.shape());
-            return Err(FaceError::Contract { model: model.clone(), message });
-        }
-        unpack_nchw(t.data(), self.entry.channels, self.entry.output_mean, self.entry.output_std, &mut self.out);
-        Ok(to_crop)
+        let (e, out) = (&self.model.entry, &mut self.out);
+        let (channels, mean, std) = (e.channels, e.output_mean, e.output_std);
+        let len = self.model.input_len();
+        let unpack = |t: &Tensor| unpack_nchw(t.data(), channels, mean, std, out);
+        self.model.run(frame, landmarks, &[("source", latent)], Some(len), unpack)
     }
 
     /// Pastes the last output crop into `frame` with the box mask, touching
@@ -203,6 +182,6 @@ impl Swapper {
 
     /// The aligned target crop and the model's output crop of the last run.
     pub fn crops(&self) -> (&RgbImage, &RgbImage) {
-        (&self.crop, &self.out)
+        (&self.model.crop, &self.out)
     }
 }
