@@ -5,6 +5,7 @@
 //! and [`face`] strings detect → align → embed → swap → paste together.
 //! [`cli`] is wiring only.
 
+pub mod capture;
 pub mod catalog;
 pub mod cli;
 pub mod config;

@@ -3,12 +3,14 @@
 //! the caller owns, so a steady stream allocates nothing per frame.
 
 mod affine;
+mod convert;
 mod draw;
 mod mask;
 mod resize;
 mod tensor;
 
 pub use affine::{estimate_similarity, warp_affine_into, Affine};
+pub use convert::{nv12_to_rgb, yuyv_to_rgb, ConvertError};
 pub use draw::{draw_circle, draw_rect};
 pub use mask::{box_mask, gaussian_blur, paste_back, paste_region};
 pub use resize::{resize_into, Resizer};

@@ -1,0 +1,99 @@
+//! Camera pixel formats to packed RGB, BT.601 limited range (what UVC
+//! cameras send), written into a caller-owned frame: no allocation per frame.
+
+use super::RgbImage;
+
+#[inline]
+fn yuv_to_rgb(y: u8, u: u8, v: u8) -> [u8; 3] {
+    // Fixed point (x1024) of: R = 1.164(Y-16) + 1.596(V-128), etc.
+    let c = (y as i32 - 16).max(0) * 1192;
+    let (d, e) = (u as i32 - 128, v as i32 - 128);
+    let clamp = |x: i32| ((x + 512) >> 10).clamp(0, 255) as u8;
+    [clamp(c + 1634 * e), clamp(c - 401 * d - 832 * e), clamp(c + 2066 * d)]
+}
+
+/// Why a raw buffer could not be converted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{format} frame of {got} bytes, but {width}x{height} needs {want}")]
+pub struct ConvertError {
+    pub format: &'static str,
+    pub width: u32,
+    pub height: u32,
+    pub got: usize,
+    pub want: usize,
+}
+
+fn check(format: &'static str, src: &[u8], dst: &RgbImage, want: usize) -> Result<(), ConvertError> {
+    let (width, height) = dst.dimensions();
+    if src.len() < want || width % 2 != 0 {
+        return Err(ConvertError { format, width, height, got: src.len(), want });
+    }
+    Ok(())
+}
+
+/// YUYV 4:2:2 (Y0 U Y1 V per pixel pair) into `dst`, which sets the size.
+pub fn yuyv_to_rgb(src: &[u8], dst: &mut RgbImage) -> Result<(), ConvertError> {
+    let want = dst.width() as usize * dst.height() as usize * 2;
+    check("YUYV", src, dst, want)?;
+    for (quad, out) in src[..want].chunks_exact(4).zip(dst.chunks_exact_mut(6)) {
+        let [y0, u, y1, v] = [quad[0], quad[1], quad[2], quad[3]];
+        out[..3].copy_from_slice(&yuv_to_rgb(y0, u, v));
+        out[3..].copy_from_slice(&yuv_to_rgb(y1, u, v));
+    }
+    Ok(())
+}
+
+/// NV12 (full-size Y plane, then interleaved half-size UV) into `dst`.
+pub fn nv12_to_rgb(src: &[u8], dst: &mut RgbImage) -> Result<(), ConvertError> {
+    let (w, h) = (dst.width() as usize, dst.height() as usize);
+    let want = w * h + w * h.div_ceil(2);
+    check("NV12", src, dst, want)?;
+    let (luma, chroma) = src.split_at(w * h);
+    for (y, row) in dst.chunks_exact_mut(w * 3).enumerate() {
+        let uv = &chroma[(y / 2) * w..(y / 2) * w + w];
+        for (x, out) in row.chunks_exact_mut(3).enumerate() {
+            let c = x & !1;
+            out.copy_from_slice(&yuv_to_rgb(luma[y * w + x], uv[c], uv[c + 1]));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limited_range_black_white_and_grey_map_to_rgb() {
+        assert_eq!(yuv_to_rgb(16, 128, 128), [0, 0, 0]);
+        assert_eq!(yuv_to_rgb(235, 128, 128), [255, 255, 255]);
+        assert_eq!(yuv_to_rgb(126, 128, 128), [128, 128, 128]);
+    }
+
+    #[test]
+    fn yuyv_and_nv12_of_the_same_picture_agree() {
+        // A 4x2 picture: left half red-ish chroma, right half blue-ish.
+        let (y, u, v) = ([60u8, 90, 120, 150, 70, 100, 130, 160], [90u8, 160], [200u8, 100]);
+        let mut yuyv = Vec::new();
+        for row in 0..2 {
+            for pair in 0..2 {
+                yuyv.extend_from_slice(&[y[row * 4 + pair * 2], u[pair], y[row * 4 + pair * 2 + 1], v[pair]]);
+            }
+        }
+        let mut nv12 = y.to_vec();
+        nv12.extend_from_slice(&[u[0], v[0], u[1], v[1]]);
+        let (mut a, mut b) = (RgbImage::new(4, 2), RgbImage::new(4, 2));
+        yuyv_to_rgb(&yuyv, &mut a).unwrap();
+        nv12_to_rgb(&nv12, &mut b).unwrap();
+        assert_eq!(a, b);
+        assert!(a.get_pixel(0, 0)[0] > a.get_pixel(0, 0)[2], "left is red-ish");
+        assert!(a.get_pixel(3, 0)[2] > a.get_pixel(3, 0)[0], "right is blue-ish");
+    }
+
+    #[test]
+    fn a_short_buffer_is_an_error_that_gives_the_sizes() {
+        let err = yuyv_to_rgb(&[0; 10], &mut RgbImage::new(4, 2)).unwrap_err();
+        assert_eq!((err.got, err.want), (10, 16));
+        assert!(nv12_to_rgb(&[0; 11], &mut RgbImage::new(4, 2)).is_err());
+    }
+}
