@@ -12,6 +12,7 @@ pub mod config;
 pub mod face;
 pub mod infer;
 pub mod manifest;
+pub mod mqtt;
 pub mod npy;
 pub mod store;
 pub mod vision;

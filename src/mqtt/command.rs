@@ -1,0 +1,228 @@
+//! Parsing and validating commands. Every payload is hostile until proven
+//! otherwise: a bad command becomes a [`CommandError`] (answered on
+//! `<base>/error`) and changes nothing; nothing here panics.
+
+use serde::Serialize;
+
+/// Where to take the source identity from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceCommand {
+    /// A JPEG or PNG photo, checked to be decodable within the limits.
+    Image { bytes: Vec<u8>, width: u32, height: u32 },
+    /// The name of an identity in the face bank.
+    Named(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    Enabled(bool),
+    Source(SourceCommand),
+    Quality(String),
+    /// 0..=100 percent.
+    Blend(f32),
+    Selector(String),
+    /// Frames per second published on `frame`; 0 switches frames off.
+    FrameRate(f32),
+    Snapshot,
+    Reload,
+}
+
+/// Why a command was refused, as published on `<base>/error`.
+#[derive(Debug, Clone, PartialEq, Serialize, thiserror::Error)]
+#[error("command `{command}` refused: {reason}")]
+pub struct CommandError {
+    pub command: String,
+    pub reason: String,
+}
+
+/// Bounds that keep hostile payloads harmless.
+#[derive(Debug, Clone)]
+pub struct CommandLimits {
+    /// Largest source image payload (bytes).
+    pub max_image_bytes: usize,
+    /// Largest decoded source image (pixels): the decompression-bomb guard.
+    pub max_image_pixels: u64,
+    /// Tier names `quality` accepts.
+    pub tiers: Vec<String>,
+    /// Highest `frame_rate`.
+    pub max_frame_rate: f32,
+}
+
+impl Default for CommandLimits {
+    fn default() -> Self {
+        CommandLimits {
+            max_image_bytes: 8 * 1024 * 1024,
+            max_image_pixels: 24_000_000,
+            tiers: vec!["fast".into()],
+            max_frame_rate: 30.0,
+        }
+    }
+}
+
+fn text<'p>(payload: &'p [u8], err: &dyn Fn(String) -> CommandError) -> Result<&'p str, CommandError> {
+    if payload.len() > 256 {
+        return Err(err(format!("a {}-byte payload is too long for this command", payload.len())));
+    }
+    std::str::from_utf8(payload).map(str::trim).map_err(|_| err("the payload is not UTF-8 text".into()))
+}
+
+fn number(s: &str, lo: f32, hi: f32, err: &dyn Fn(String) -> CommandError) -> Result<f32, CommandError> {
+    let v: f32 = s.parse().map_err(|_| err(format!("`{s}` is not a number")))?;
+    if !v.is_finite() || v < lo || v > hi {
+        return Err(err(format!("{v} is outside {lo}..={hi}")));
+    }
+    Ok(v)
+}
+
+/// Checks an image payload without decoding its pixels: the format by magic
+/// bytes, the size, and the dimensions from the header.
+fn image(
+    payload: &[u8],
+    limits: &CommandLimits,
+    err: &dyn Fn(String) -> CommandError,
+) -> Result<(u32, u32), CommandError> {
+    if payload.len() > limits.max_image_bytes {
+        return Err(err(format!("the image is {} bytes; the limit is {}", payload.len(), limits.max_image_bytes)));
+    }
+    let format = image::guess_format(payload).map_err(|_| err("the payload is not a JPEG or PNG image".into()))?;
+    if !matches!(format, image::ImageFormat::Jpeg | image::ImageFormat::Png) {
+        return Err(err(format!("{format:?} images are not accepted; send JPEG or PNG")));
+    }
+    let reader = image::ImageReader::with_format(std::io::Cursor::new(payload), format);
+    let (w, h) = reader.into_dimensions().map_err(|e| err(format!("the image cannot be read: {e}")))?;
+    if w as u64 * h as u64 > limits.max_image_pixels {
+        return Err(err(format!("the image claims {w}x{h} pixels; the limit is {} pixels", limits.max_image_pixels)));
+    }
+    Ok((w, h))
+}
+
+fn identity_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// Parses the payload of `<base>/<feature>/set`.
+pub fn parse(feature: &str, payload: &[u8], limits: &CommandLimits) -> Result<Command, CommandError> {
+    let err = |reason: String| CommandError { command: feature.chars().take(64).collect(), reason };
+    match feature {
+        "enabled" => match text(payload, &err)?.to_ascii_uppercase().as_str() {
+            "ON" => Ok(Command::Enabled(true)),
+            "OFF" => Ok(Command::Enabled(false)),
+            other => Err(err(format!("`{other}` is not ON or OFF"))),
+        },
+        "source" => {
+            if image::guess_format(payload).is_ok() {
+                let (width, height) = image(payload, limits, &err)?;
+                return Ok(Command::Source(SourceCommand::Image { bytes: payload.to_vec(), width, height }));
+            }
+            let name = std::str::from_utf8(payload).ok().map(str::trim).filter(|n| identity_name(n));
+            name.map(|n| Command::Source(SourceCommand::Named(n.into()))).ok_or_else(|| {
+                err("send JPEG or PNG bytes, or the name of a saved identity ([A-Za-z0-9_.-], at most 64)".into())
+            })
+        }
+        "quality" => {
+            let tier = text(payload, &err)?;
+            match limits.tiers.iter().any(|t| t == tier) {
+                true => Ok(Command::Quality(tier.into())),
+                false => Err(err(format!("`{tier}` is not a tier; known: {}", limits.tiers.join(", ")))),
+            }
+        }
+        "blend" => Ok(Command::Blend(number(text(payload, &err)?, 0.0, 100.0, &err)?)),
+        "selector" => match text(payload, &err)? {
+            s @ ("one" | "many" | "reference") => Ok(Command::Selector(s.into())),
+            other => Err(err(format!("`{other}` is not one, many or reference"))),
+        },
+        "frame_rate" => Ok(Command::FrameRate(number(text(payload, &err)?, 0.0, limits.max_frame_rate, &err)?)),
+        "snapshot" => Ok(Command::Snapshot),
+        "reload" => Ok(Command::Reload),
+        _ => Err(err(format!("unknown command; known: {}", super::topics::FEATURES.join(", ")))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(feature: &str, payload: &[u8]) -> Command {
+        parse(feature, payload, &CommandLimits::default()).unwrap()
+    }
+
+    fn refused(feature: &str, payload: &[u8]) -> String {
+        parse(feature, payload, &CommandLimits::default()).unwrap_err().reason
+    }
+
+    fn png(w: u32, h: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        image::RgbImage::new(w, h).write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png).unwrap();
+        out
+    }
+
+    /// A PNG whose header claims `w`×`h` with no pixel data behind it.
+    fn png_bomb(w: u32, h: u32) -> Vec<u8> {
+        let mut real = png(1, 1);
+        real[16..20].copy_from_slice(&w.to_be_bytes());
+        real[20..24].copy_from_slice(&h.to_be_bytes());
+        // Fix the IHDR CRC so the header itself is valid.
+        let crc = crc32(&real[12..29]);
+        real[29..33].copy_from_slice(&crc.to_be_bytes());
+        real
+    }
+
+    fn crc32(data: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in data {
+            crc ^= b as u32;
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            }
+        }
+        !crc
+    }
+
+    #[test]
+    fn valid_commands_parse() {
+        assert_eq!(ok("enabled", b"ON"), Command::Enabled(true));
+        assert_eq!(ok("enabled", b" off\n"), Command::Enabled(false));
+        assert_eq!(ok("quality", b"fast"), Command::Quality("fast".into()));
+        assert_eq!(ok("blend", b"80"), Command::Blend(80.0));
+        assert_eq!(ok("selector", b"many"), Command::Selector("many".into()));
+        assert_eq!(ok("frame_rate", b"0"), Command::FrameRate(0.0));
+        assert_eq!(ok("snapshot", b""), Command::Snapshot);
+        assert_eq!(ok("reload", b"PRESS"), Command::Reload);
+        assert_eq!(ok("source", b"alice"), Command::Source(SourceCommand::Named("alice".into())));
+        assert!(matches!(ok("source", &png(8, 6)), Command::Source(SourceCommand::Image { width: 8, height: 6, .. })));
+    }
+
+    #[test]
+    fn wrong_types_and_out_of_range_values_are_refused() {
+        assert!(refused("enabled", b"maybe").contains("ON or OFF"));
+        assert!(refused("blend", b"101").contains("outside"));
+        assert!(refused("blend", b"NaN").contains("outside"));
+        assert!(refused("blend", b"lots").contains("not a number"));
+        assert!(refused("frame_rate", b"-1").contains("outside"));
+        assert!(refused("quality", b"turbo").contains("known: fast"));
+        assert!(refused("selector", b"all").contains("one, many or reference"));
+        assert!(refused("enabled", &[0xff, 0xfe]).contains("UTF-8"));
+        assert!(refused("blend", &[b'1'; 1000]).contains("too long"));
+        assert!(refused("launch", b"1").contains("unknown command"));
+    }
+
+    #[test]
+    fn hostile_images_are_refused_without_decoding() {
+        assert!(refused("source", b"\x89PNG\r\n\x1a\n garbage").contains("cannot be read"));
+        assert!(refused("source", &png_bomb(100_000, 100_000)).contains("claims 100000x100000"));
+        assert!(refused("source", b"GIF89a....").contains("not accepted"));
+        assert!(refused("source", b"../../etc/passwd").contains("JPEG or PNG bytes"));
+        let big = CommandLimits { max_image_bytes: 100, ..CommandLimits::default() };
+        let err = parse("source", &png(64, 64), &big).unwrap_err();
+        assert!(err.reason.contains("limit is 100"), "{err}");
+        assert_eq!(err.command, "source");
+    }
+
+    #[test]
+    fn refusals_serialise_to_the_error_topic_json() {
+        let e = parse("blend", b"200", &CommandLimits::default()).unwrap_err();
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json["command"], "blend");
+        assert!(json["reason"].as_str().unwrap().contains("200"));
+    }
+}
