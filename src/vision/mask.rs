@@ -120,8 +120,12 @@ pub fn paste_back(frame: &mut RgbImage, crop: &RgbImage, mask: &[f32], to_crop: 
     for y in y1..y2 {
         let (mut cx, mut cy) = to_crop.apply(x1 as f32, y as f32);
         let row = &mut buf[y as usize * stride..(y as usize + 1) * stride];
+        let (fw, fh) = (cw as f32, ch as f32);
         for x in x1..x2 {
-            let m = sample_zero(mask, cw as usize, ch as usize, cx, cy).clamp(0.0, 1.0) * blend;
+            // Outside the crop the mask is zero: skip without sampling.
+            let inside = cx > -1.0 && cy > -1.0 && cx < fw && cy < fh;
+            let m =
+                if inside { sample_zero(mask, cw as usize, ch as usize, cx, cy).clamp(0.0, 1.0) * blend } else { 0.0 };
             if m > 0.0 {
                 let v = sample_replicate(crop, cx, cy);
                 let px = &mut row[x as usize * 3..x as usize * 3 + 3];

@@ -26,17 +26,30 @@ pub(crate) fn sample_replicate(img: &RgbImage, x: f32, y: f32) -> [f32; 3] {
     let (fx, fy) = (x.floor(), y.floor());
     let (ax, ay) = (x - fx, y - fy);
     let (x0, y0) = (fx as i32, fy as i32);
-    let cx = |v: i32| v.clamp(0, w - 1) as usize;
-    let cy = |v: i32| v.clamp(0, h - 1) as usize;
-    let (xa, xb, ya, yb) = (cx(x0), cx(x0 + 1), cy(y0), cy(y0 + 1));
     let raw = img.as_raw();
     let stride = w as usize * 3;
-    let px = |xx: usize, yy: usize, c: usize| raw[yy * stride + xx * 3 + c] as f32;
+    // Interior fast path: all four taps inside, one bounds-checked slice.
+    let (top, bottom) = if x0 >= 0 && y0 >= 0 && x0 + 1 < w && y0 + 1 < h {
+        let i = y0 as usize * stride + x0 as usize * 3;
+        (&raw[i..i + 6], &raw[i + stride..i + stride + 6])
+    } else {
+        let cx = |v: i32| v.clamp(0, w - 1) as usize * 3;
+        let cy = |v: i32| v.clamp(0, h - 1) as usize * stride;
+        let (xa, xb, ya, yb) = (cx(x0), cx(x0 + 1), cy(y0), cy(y0 + 1));
+        let px = |row: usize, col: usize, c: usize| raw[row + col + c] as f32;
+        let mut out = [0.0; 3];
+        for (c, o) in out.iter_mut().enumerate() {
+            let t = px(ya, xa, c) * (1.0 - ax) + px(ya, xb, c) * ax;
+            let b = px(yb, xa, c) * (1.0 - ax) + px(yb, xb, c) * ax;
+            *o = t * (1.0 - ay) + b * ay;
+        }
+        return out;
+    };
     let mut out = [0.0; 3];
     for (c, o) in out.iter_mut().enumerate() {
-        let top = px(xa, ya, c) * (1.0 - ax) + px(xb, ya, c) * ax;
-        let bottom = px(xa, yb, c) * (1.0 - ax) + px(xb, yb, c) * ax;
-        *o = top * (1.0 - ay) + bottom * ay;
+        let t = top[c] as f32 * (1.0 - ax) + top[c + 3] as f32 * ax;
+        let b = bottom[c] as f32 * (1.0 - ax) + bottom[c + 3] as f32 * ax;
+        *o = t * (1.0 - ay) + b * ay;
     }
     out
 }
