@@ -21,8 +21,8 @@ pub enum CatalogError {
     NoneAvailable { kind: Kind, dirs: String },
     #[error("model `{name}`: cannot read {path}: {source}; check that the file exists and is readable")]
     Io { name: String, path: PathBuf, source: std::io::Error },
-    #[error("model `{name}`: {path} has sha256 {actual} but the manifest expects {expected}; the file is corrupt or tampered with, replace it")]
-    Checksum { name: String, path: PathBuf, expected: String, actual: String },
+    #[error("model `{name}`: {path} has {algorithm} {actual} but {expected} is expected; the file is corrupt or tampered with, replace it")]
+    Checksum { name: String, path: PathBuf, algorithm: &'static str, expected: String, actual: String },
     #[error("model `{name}` ({path}): {source}")]
     Load { name: String, path: PathBuf, source: InferError },
 }
@@ -43,6 +43,32 @@ impl std::ops::Deref for ModelFile {
 pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// FaceFusion ships `<model stem>.hash` beside each model: the file's CRC-32
+/// as 8 hex digits. Checked when the manifest has no SHA-256 for the model.
+fn check_facefusion_hash(entry: &ModelEntry, path: &std::path::Path, bytes: &[u8]) -> Result<(), CatalogError> {
+    let hash_path = path.with_extension("hash");
+    let Ok(text) = std::fs::read_to_string(&hash_path) else {
+        log::warn!(
+            "model `{}`: no sha256 in the manifest and no .hash file; loading {} unverified",
+            entry.name,
+            path.display()
+        );
+        return Ok(());
+    };
+    let expected = text.trim().to_ascii_lowercase();
+    let actual = format!("{:08x}", crc32fast::hash(bytes));
+    if expected != actual {
+        return Err(CatalogError::Checksum {
+            name: entry.name.clone(),
+            path: path.into(),
+            algorithm: "crc32 (FaceFusion .hash)",
+            expected,
+            actual,
+        });
+    }
+    Ok(())
 }
 
 /// The manifests of every model directory, searched in order.
@@ -98,7 +124,9 @@ impl Catalog {
         })
     }
 
-    /// Maps `entry`'s file and checks it against the manifest's SHA-256.
+    /// Maps `entry`'s file and checks it against the manifest's SHA-256, or,
+    /// for entries without one, against a FaceFusion `<stem>.hash` file
+    /// (CRC-32, 8 hex digits) beside it when there is one.
     pub fn open_file(&self, entry: &ModelEntry) -> Result<ModelFile, CatalogError> {
         let path = entry.file.clone();
         let io = |source| CatalogError::Io { name: entry.name.clone(), path: path.clone(), source };
@@ -115,14 +143,13 @@ impl Catalog {
                     return Err(CatalogError::Checksum {
                         name: entry.name.clone(),
                         path,
+                        algorithm: "sha256",
                         expected: expected.clone(),
                         actual,
                     });
                 }
             }
-            None => {
-                log::warn!("model `{}`: no sha256 in the manifest, loading {} unverified", entry.name, path.display())
-            }
+            None => check_facefusion_hash(entry, &path, &map)?,
         }
         Ok(ModelFile { path, map })
     }

@@ -21,8 +21,10 @@ pub enum StageError {
     Full { path: PathBuf, message: String },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
-    #[error("{path} has sha256 {actual} but the manifest expects {expected}; the file is corrupt or tampered with, replace it")]
-    Checksum { path: PathBuf, expected: String, actual: String },
+    #[error(
+        "{path} has {algorithm} {actual} but {expected} is expected; the file is corrupt or tampered with, replace it"
+    )]
+    Checksum { path: PathBuf, algorithm: &'static str, expected: String, actual: String },
     #[error("model `{model}`: emap: {message}")]
     Emap { model: String, message: String },
     #[error(transparent)]

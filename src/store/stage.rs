@@ -84,7 +84,16 @@ fn mb_s(bytes: u64, d: Duration) -> f64 {
 
 /// Streams `src` to `dst` through a temporary name, hashing as it goes, and
 /// renames it into place only when the hash is right.
-fn copy_verified(src: &Path, dst: &Path, expected: Option<&str>) -> Result<Copied, StageError> {
+/// What a copy must hash to: the manifest's SHA-256, or else a FaceFusion
+/// `.hash` file's CRC-32 (8 hex digits).
+#[derive(Clone, Copy)]
+enum Expect<'a> {
+    Nothing,
+    Sha256(&'a str),
+    Crc32(&'a str),
+}
+
+fn copy_verified(src: &Path, dst: &Path, expected: Expect) -> Result<Copied, StageError> {
     let name = dst.file_name().unwrap_or_default().to_string_lossy();
     let tmp = dst.with_file_name(format!(".{name}.partial"));
     let result = copy_into(src, &tmp, dst, expected);
@@ -94,14 +103,14 @@ fn copy_verified(src: &Path, dst: &Path, expected: Option<&str>) -> Result<Copie
     result
 }
 
-fn copy_into(src: &Path, tmp: &Path, dst: &Path, expected: Option<&str>) -> Result<Copied, StageError> {
+fn copy_into(src: &Path, tmp: &Path, dst: &Path, expected: Expect) -> Result<Copied, StageError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source: std::io::Error| StageError::from_io(path, source)
     };
     let mut input = std::fs::File::open(src).map_err(io(src))?;
     let mut output = std::fs::File::create(tmp).map_err(io(dst))?;
-    let (mut hasher, mut buf) = (Sha256::new(), vec![0u8; 1 << 20]);
+    let (mut hasher, mut crc, mut buf) = (Sha256::new(), crc32fast::Hasher::new(), vec![0u8; 1 << 20]);
     let (mut copy, mut hash) = (Duration::ZERO, Duration::ZERO);
     loop {
         let t = Instant::now();
@@ -111,16 +120,20 @@ fn copy_into(src: &Path, tmp: &Path, dst: &Path, expected: Option<&str>) -> Resu
         }
         let read = t.elapsed();
         hasher.update(&buf[..n]);
+        crc.update(&buf[..n]);
         let hashed = t.elapsed();
         output.write_all(&buf[..n]).map_err(io(dst))?;
         copy += read + (t.elapsed() - hashed);
         hash += hashed - read;
     }
     let sha256: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    if let Some(want) = expected {
-        if sha256 != want {
-            return Err(StageError::Checksum { path: src.into(), expected: want.into(), actual: sha256 });
-        }
+    let (algorithm, want, actual) = match expected {
+        Expect::Nothing => ("", "", String::new()),
+        Expect::Sha256(want) => ("sha256", want, sha256.clone()),
+        Expect::Crc32(want) => ("crc32 (FaceFusion .hash)", want, format!("{:08x}", crc.finalize())),
+    };
+    if want != actual {
+        return Err(StageError::Checksum { path: src.into(), algorithm, expected: want.into(), actual });
     }
     std::fs::rename(tmp, dst).map_err(io(dst))?;
     Ok(Copied { sha256, copy, hash })
@@ -139,7 +152,7 @@ fn stage_emap(catalog: &Catalog, entry: &ModelEntry, ramdisk: &Path) -> Result<S
     let dst = ramdisk.join(&name);
     let side = entry.emap.clone().unwrap_or_else(|| crate::face::emap_path(&entry.file));
     if side.is_file() {
-        copy_verified(&side, &dst, None)?;
+        copy_verified(&side, &dst, Expect::Nothing)?;
         return Ok(name);
     }
     let float = match &entry.emap_source {
@@ -206,7 +219,13 @@ pub fn stage(config: &Config, catalog: &Catalog) -> Result<StageReport, StageErr
             let entry = catalog.entry(name).map_err(StageError::Catalog)?;
             let file = staged_name(entry);
             let dst = ramdisk.join(&file);
-            let copied = copy_verified(&entry.file, &dst, entry.sha256.as_deref()).and_then(|c| {
+            let crc = std::fs::read_to_string(entry.file.with_extension("hash")).map(|t| t.trim().to_ascii_lowercase());
+            let expect = match (&entry.sha256, &crc) {
+                (Some(sha), _) => Expect::Sha256(sha),
+                (None, Ok(crc)) => Expect::Crc32(crc),
+                (None, Err(_)) => Expect::Nothing,
+            };
+            let copied = copy_verified(&entry.file, &dst, expect).and_then(|c| {
                 let emap = match entry.contract {
                     Contract::Inswapper => Some(stage_emap(catalog, entry, ramdisk)?),
                     _ => None,
@@ -216,8 +235,11 @@ pub fn stage(config: &Config, catalog: &Catalog) -> Result<StageReport, StageErr
             let size = std::fs::metadata(&entry.file).map(|m| m.len()).unwrap_or(0);
             match copied {
                 Ok((c, emap)) => {
-                    if entry.sha256.is_none() {
-                        log::warn!("model `{name}` has no sha256 in its manifest; staged unverified as {}", c.sha256);
+                    if matches!(expect, Expect::Nothing) {
+                        log::warn!(
+                            "model `{name}`: no sha256 in its manifest and no .hash file; staged unverified as {}",
+                            c.sha256
+                        );
                     }
                     out.bytes_copied += size;
                     out.report.push(FileReport {

@@ -168,3 +168,25 @@ fn infer_writes_raw_outputs_as_npy() {
     let emb = fusiond::npy::read(std::fs::File::open(tmp.path().join("output.npy")).unwrap()).unwrap();
     assert_eq!(emb.shape(), &[1, 512]);
 }
+
+#[test]
+fn facefusion_hash_files_verify_models_without_a_sha256() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(shared("models/face_detection_yunet_2023mar.onnx")).unwrap();
+    std::fs::write(tmp.path().join("yunet_2023_mar.onnx"), &bytes).unwrap();
+    let hash = tmp.path().join("yunet_2023_mar.hash");
+    let detect = || {
+        let img = shared("images/fr_obama.jpg");
+        fusiond(&["detect", p(&img), "--models", p(tmp.path()), "--detector", "yunet_2023_mar"])
+    };
+    // Unverified (no sha256 in the built-in manifest, no .hash): loads with a warning.
+    let out = detect();
+    assert!(out.status.success() && stderr(&out).contains("unverified"), "{}", stderr(&out));
+    std::fs::write(&hash, format!("{:08x}\n", crc32fast::hash(&bytes))).unwrap();
+    let out = detect();
+    assert!(out.status.success() && !stderr(&out).contains("unverified"), "{}", stderr(&out));
+    std::fs::write(&hash, "deadbeef").unwrap();
+    let out = detect();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("crc32") && stderr(&out).contains("deadbeef"), "{}", stderr(&out));
+}

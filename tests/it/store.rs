@@ -260,3 +260,28 @@ fn hostile_safetensors_side_files_are_rejected_without_panicking() {
     let Ok(TierOutcome::Degraded { reason, .. }) = store.activate("quality") else { panic!("not degraded") };
     assert!(reason.contains("hostile_swapper"), "{reason}");
 }
+
+#[test]
+fn facefusion_hash_files_verify_staging_of_models_without_a_sha256() {
+    let rd = Ramdisk::new();
+    let bad = rd.bad_models();
+    let bytes = std::fs::read(shared("models/arcface_fr_feature.onnx")).unwrap();
+    let mut manifest = String::new();
+    for (name, crc) in [("ff_good", format!("{:08x}", crc32fast::hash(&bytes))), ("ff_bad", "0badc0de".to_string())] {
+        std::fs::write(bad.join(format!("{name}.onnx")), &bytes).unwrap();
+        std::fs::write(bad.join(format!("{name}.hash")), crc).unwrap();
+        manifest.push_str(&format!(
+            "[[model]]\nname = {name:?}\nfile = \"{name}.onnx\"\ncontract = \"arcface\"\nlicence = \"test\"\n\n"
+        ));
+    }
+    std::fs::write(bad.join("manifest.toml"), manifest).unwrap();
+    let tiers: [(&str, &[&str]); 2] = [
+        ("good", &["scrfd_500m", "ff_good", "latent_color_swapper"]),
+        ("bad", &["scrfd_500m", "ff_bad", "latent_color_swapper"]),
+    ];
+    let c = config(&rd, 64, &[&bad], &tiers);
+    let report = stage(&c, &catalog(&c)).unwrap();
+    assert!(report.tiers[0].usable, "{:?}", report.tiers[0]);
+    let why = report.tiers[1].reason.as_deref().unwrap();
+    assert!(why.contains("crc32") && why.contains("0badc0de") && why.contains("ff_bad.onnx"), "{why}");
+}
