@@ -14,5 +14,6 @@ pub mod infer;
 pub mod manifest;
 pub mod mqtt;
 pub mod npy;
+pub mod stats;
 pub mod store;
 pub mod vision;

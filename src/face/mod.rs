@@ -7,6 +7,7 @@ mod pipeline;
 mod recognize;
 mod select;
 mod swap;
+mod track;
 
 pub use detect::Detector;
 pub use enhance::Enhancer;
@@ -14,6 +15,7 @@ pub use pipeline::{FrameReport, FusionPipeline, PipelineSettings, StageTimings};
 pub use recognize::{Embedding, Recognizer};
 pub use select::Selector;
 pub use swap::{emap_path, extract_emap, read_emap, write_emap, MaskSettings, Swapper};
+pub use track::{Tracked, Tracker};
 
 use crate::catalog::CatalogError;
 use crate::infer::{InferError, InputShape};
