@@ -9,6 +9,7 @@ pub mod capture;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod face;
 pub mod infer;
 pub mod manifest;

@@ -1,0 +1,178 @@
+//! The daemon's control state machine, without IO: MQTT commands in, the
+//! retained states to publish and the actions for the pipeline out. A
+//! refused command changes nothing and yields only an error.
+
+use crate::mqtt::{parse, Command, CommandError, CommandLimits, SourceCommand};
+
+/// The settings commands can change, as echoed on `<feature>/state`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub enabled: bool,
+    pub quality: String,
+    /// 0..=100 percent.
+    pub blend: f32,
+    pub selector: String,
+    /// Frames per second on `frame`; 0 is off.
+    pub frame_rate: f32,
+    /// The current source identity's name, when it has one.
+    pub source: Option<String>,
+}
+
+/// What the daemon must do after a command.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Publish `value` retained on `<feature>/state`.
+    State { feature: &'static str, value: String },
+    /// Compute (or look up) and set the source identity.
+    SetSource(SourceCommand),
+    /// Switch the pipeline to tier `0`.
+    SwitchTier(String),
+    /// Apply the new blend (0..1), selector or enabled flag to the pipeline.
+    Reconfigure,
+    /// Publish the next full-quality frame on `snapshot`.
+    Snapshot,
+    /// Reread the configuration and models.
+    Reload,
+    /// Publish on `error`; nothing changed.
+    Error(CommandError),
+}
+
+pub struct Control {
+    settings: Settings,
+    limits: CommandLimits,
+}
+
+fn on_off(b: bool) -> String {
+    if b { "ON" } else { "OFF" }.to_string()
+}
+
+impl Control {
+    pub fn new(settings: Settings, limits: CommandLimits) -> Self {
+        Control { settings, limits }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Every retained state, to republish on each (re)connect before `online`.
+    pub fn retained(&self) -> Vec<Effect> {
+        let s = &self.settings;
+        let mut out = vec![
+            Effect::State { feature: "enabled", value: on_off(s.enabled) },
+            Effect::State { feature: "quality", value: s.quality.clone() },
+            Effect::State { feature: "blend", value: format!("{}", s.blend) },
+            Effect::State { feature: "selector", value: s.selector.clone() },
+            Effect::State { feature: "frame_rate", value: format!("{}", s.frame_rate) },
+        ];
+        if let Some(name) = &s.source {
+            out.push(Effect::State { feature: "source", value: name.clone() });
+        }
+        out
+    }
+
+    /// Applies the command on `<feature>/set`.
+    pub fn handle(&mut self, feature: &str, payload: &[u8]) -> Vec<Effect> {
+        let command = match parse(feature, payload, &self.limits) {
+            Ok(c) => c,
+            Err(e) => return vec![Effect::Error(e)],
+        };
+        let s = &mut self.settings;
+        match command {
+            Command::Enabled(on) => {
+                s.enabled = on;
+                vec![Effect::Reconfigure, Effect::State { feature: "enabled", value: on_off(on) }]
+            }
+            Command::Quality(tier) => {
+                s.quality = tier.clone();
+                vec![Effect::SwitchTier(tier.clone()), Effect::State { feature: "quality", value: tier }]
+            }
+            Command::Blend(v) => {
+                s.blend = v;
+                vec![Effect::Reconfigure, Effect::State { feature: "blend", value: format!("{v}") }]
+            }
+            Command::Selector(sel) => {
+                s.selector = sel.clone();
+                vec![Effect::Reconfigure, Effect::State { feature: "selector", value: sel }]
+            }
+            Command::FrameRate(fps) => {
+                s.frame_rate = fps;
+                vec![Effect::State { feature: "frame_rate", value: format!("{fps}") }]
+            }
+            // The source's state is published once the identity is computed.
+            Command::Source(src) => vec![Effect::SetSource(src)],
+            Command::Snapshot => vec![Effect::Snapshot],
+            Command::Reload => vec![Effect::Reload],
+        }
+    }
+
+    /// Records the source identity once the daemon has set it.
+    pub fn source_set(&mut self, name: &str) -> Effect {
+        self.settings.source = Some(name.to_string());
+        Effect::State { feature: "source", value: name.to_string() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn control() -> Control {
+        let settings = Settings {
+            enabled: true,
+            quality: "fast".into(),
+            blend: 100.0,
+            selector: "one".into(),
+            frame_rate: 5.0,
+            source: None,
+        };
+        let limits = CommandLimits { tiers: vec!["fast".into(), "quality".into()], ..CommandLimits::default() };
+        Control::new(settings, limits)
+    }
+
+    #[test]
+    fn a_valid_command_changes_the_setting_and_echoes_its_state() {
+        let mut c = control();
+        assert_eq!(
+            c.handle("quality", b"quality"),
+            vec![Effect::SwitchTier("quality".into()), Effect::State { feature: "quality", value: "quality".into() }]
+        );
+        assert_eq!(c.settings().quality, "quality");
+        c.handle("blend", b"40");
+        assert_eq!(c.settings().blend, 40.0);
+        c.handle("enabled", b"OFF");
+        assert!(!c.settings().enabled);
+    }
+
+    #[test]
+    fn a_refused_command_changes_nothing() {
+        let mut c = control();
+        let before = c.settings().clone();
+        for (f, p) in [("blend", &b"900"[..]), ("quality", b"turbo"), ("enabled", b"\xff"), ("nope", b"1")] {
+            let effects = c.handle(f, p);
+            assert!(matches!(effects.as_slice(), [Effect::Error(_)]), "{f}: {effects:?}");
+        }
+        assert_eq!(c.settings(), &before);
+    }
+
+    #[test]
+    fn retained_states_cover_every_setting_and_the_source_once_set() {
+        let mut c = control();
+        assert_eq!(c.retained().len(), 5);
+        assert_eq!(c.handle("source", b"alice"), vec![Effect::SetSource(SourceCommand::Named("alice".into()))]);
+        assert_eq!(c.settings().source, None, "not set until the daemon computed it");
+        c.source_set("alice");
+        assert!(c.retained().contains(&Effect::State { feature: "source", value: "alice".into() }));
+    }
+
+    #[test]
+    fn a_flood_of_hostile_commands_leaves_the_state_machine_unchanged() {
+        let mut c = control();
+        let before = c.settings().clone();
+        for i in 0..1000u32 {
+            let payload = i.to_le_bytes().repeat(i as usize % 300);
+            c.handle(["blend", "source", "quality", "enabled", "selector"][i as usize % 5], &payload);
+        }
+        assert_eq!(c.settings(), &before);
+    }
+}
