@@ -52,7 +52,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     p.set_source(&source, "the source photo")?;
     let faces = p.detector.detect(&image)?;
-    let face = faces.iter().max_by(|a, b| a.area().total_cmp(&b.area())).context("no face in --image")?.clone();
+    let face = crate::face::largest(&faces).map(|i| faces[i].clone()).context("no face in --image")?;
     let latent = p.swapper.latent(p.source().context("source is set")?)?;
     let mut scratch = image.clone();
 

@@ -8,7 +8,7 @@ mod swap;
 mod tools;
 
 use crate::catalog::Catalog;
-use crate::face::{Detector, Embedding, MaskSettings, Recognizer, Selector, Swapper};
+use crate::face::{largest_identity, Detector, MaskSettings, Recognizer, Selector, Swapper};
 use crate::infer::{Backend, TractBackend};
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -136,20 +136,11 @@ pub fn selector(
         SelectorMode::Many => Selector::Many,
         SelectorMode::Reference => {
             let path = reference.context("--selector reference needs --reference IMAGE")?;
-            let reference = largest_identity(path, det, rec)?;
+            let label = path.display().to_string();
+            let reference = largest_identity(det, rec, &load_image(path)?, &label)?;
             Selector::Reference { reference, max_distance }
         }
     })
-}
-
-fn largest_identity(path: &Path, det: &mut Detector, rec: &mut Recognizer) -> Result<Embedding> {
-    let img = load_image(path)?;
-    let faces = det.detect(&img)?;
-    let face = faces
-        .iter()
-        .max_by(|a, b| a.area().total_cmp(&b.area()))
-        .with_context(|| format!("no face found in {}", path.display()))?;
-    Ok(rec.embed(&img, &face.landmarks)?)
 }
 
 pub fn swapper(catalog: &Catalog, name: Option<&str>) -> Result<Swapper> {

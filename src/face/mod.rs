@@ -20,7 +20,7 @@ pub use track::{Tracked, Tracker};
 use crate::catalog::CatalogError;
 use crate::infer::{InferError, InputShape};
 use crate::manifest::{Contract, Kind, ModelEntry};
-use crate::vision::{estimate_similarity, Affine};
+use crate::vision::{estimate_similarity, Affine, RgbImage};
 use serde::{Deserialize, Serialize};
 
 /// Length of the identity vector every supported swapper takes as `source`.
@@ -57,6 +57,19 @@ impl Face {
     pub fn area(&self) -> f32 {
         (self.bbox[2] - self.bbox[0]).max(0.0) * (self.bbox[3] - self.bbox[1]).max(0.0)
     }
+}
+
+/// Index of the largest face.
+pub fn largest(faces: &[Face]) -> Option<usize> {
+    faces.iter().enumerate().max_by(|a, b| a.1.area().total_cmp(&b.1.area())).map(|(i, _)| i)
+}
+
+/// The identity of the largest face in `img`; `label` names the image in the
+/// error when there is none.
+pub fn largest_identity(det: &mut Detector, rec: &mut Recognizer, img: &RgbImage, label: &str) -> Result<Embedding> {
+    let faces = det.detect(img)?;
+    let face = largest(&faces).map(|i| &faces[i]).ok_or_else(|| FaceError::NoFace(label.to_string()))?;
+    rec.embed(img, &face.landmarks)
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -64,17 +64,9 @@ impl FusionPipeline {
         FusionPipeline { detector, recognizer, swapper, enhancer: None, settings, source: None }
     }
 
-    /// The largest face of `img`, embedded.
-    pub fn identity_of(&mut self, img: &RgbImage, label: &str) -> Result<Embedding> {
-        let faces = self.detector.detect(img)?;
-        let face = faces.iter().max_by(|a, b| a.area().total_cmp(&b.area()));
-        let face = face.ok_or_else(|| FaceError::NoFace(label.to_string()))?;
-        self.recognizer.embed(img, &face.landmarks)
-    }
-
     /// Sets the identity to swap in: the largest face of `img`.
     pub fn set_source(&mut self, img: &RgbImage, label: &str) -> Result<&Embedding> {
-        let embedding = self.identity_of(img, label)?;
+        let embedding = super::largest_identity(&mut self.detector, &mut self.recognizer, img, label)?;
         let latent = self.swapper.latent(&embedding)?;
         Ok(&self.source.insert(Source { embedding, latent }).embedding)
     }

@@ -52,11 +52,6 @@ impl Recognizer {
         &self.model.entry
     }
 
-    /// The aligned crop of the last [`Recognizer::embed`] call.
-    pub fn crop(&self) -> &RgbImage {
-        &self.model.crop
-    }
-
     pub fn embed(&mut self, frame: &RgbImage, landmarks: &[[f32; 2]; 5]) -> Result<Embedding> {
         let mut raw = Vec::new();
         self.model.run(frame, landmarks, &[], None, |t| raw = t.data().to_vec())?;

@@ -24,13 +24,7 @@ impl Selector {
     pub fn select(&self, faces: &[Face], embeddings: &[Embedding]) -> Vec<usize> {
         match self {
             Selector::Many => (0..faces.len()).collect(),
-            Selector::One => faces
-                .iter()
-                .enumerate()
-                .max_by(|a, b| a.1.area().total_cmp(&b.1.area()))
-                .map(|(i, _)| i)
-                .into_iter()
-                .collect(),
+            Selector::One => super::largest(faces).into_iter().collect(),
             Selector::Reference { reference, max_distance } => embeddings
                 .iter()
                 .enumerate()

@@ -179,9 +179,4 @@ impl Swapper {
     pub fn paste(&self, frame: &mut RgbImage, to_crop: &Affine, blend: f32) {
         paste_back(frame, &self.out, &self.mask, to_crop, blend);
     }
-
-    /// The aligned target crop and the model's output crop of the last run.
-    pub fn crops(&self) -> (&RgbImage, &RgbImage) {
-        (&self.model.crop, &self.out)
-    }
 }

@@ -134,8 +134,4 @@ impl Outputs {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Tensor)> {
         self.names.iter().map(String::as_str).zip(self.tensors.iter())
     }
-
-    pub fn into_vec(self) -> Vec<(String, Tensor)> {
-        self.names.iter().cloned().zip(self.tensors).collect()
-    }
 }

@@ -119,10 +119,6 @@ impl Store {
         Ok(Store { catalog, config: config.clone(), staged, cache: Mutex::new(cache) })
     }
 
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
-    }
-
     /// Names of the cached models, least recently used first.
     pub fn cached(&self) -> Vec<String> {
         self.cache.lock().map(|c| c.names().into_iter().map(String::from).collect()).unwrap_or_default()

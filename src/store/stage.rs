@@ -4,7 +4,7 @@
 
 use super::plan::{plan, StagedIndex, Wanted};
 use super::{tmpfs, StageError};
-use crate::catalog::{sha256_hex, Catalog};
+use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::face::{extract_emap, write_emap};
 use crate::manifest::{self, Contract, ModelEntry};
@@ -303,9 +303,4 @@ fn write_outputs(catalog: &Catalog, ramdisk: &Path, out: &StageReport) -> Result
         "tiers": out.tiers,
     });
     write(READY, ready.to_string())
-}
-
-/// Hex SHA-256 of a staged file (for tests and `check` tooling).
-pub fn hash_file(path: &Path) -> std::io::Result<String> {
-    Ok(sha256_hex(&std::fs::read(path)?))
 }

@@ -24,20 +24,6 @@ impl Affine {
         let m = [ia, ib, -(ia * c + ib * f), id, ie, -(id * c + ie * f)];
         Some(Affine(m.map(|v| v as f32)))
     }
-
-    /// Composes `self` after a translation by (-dx, -dy) on the output side:
-    /// the map into a sub-window whose origin is (dx, dy).
-    pub fn shifted(&self, dx: f32, dy: f32) -> Affine {
-        let mut m = self.0;
-        m[2] -= dx;
-        m[5] -= dy;
-        Affine(m)
-    }
-
-    /// Uniform scale factor of the map (sqrt of |det|).
-    pub fn scale(&self) -> f32 {
-        (self.0[0] * self.0[4] - self.0[1] * self.0[3]).abs().sqrt()
-    }
 }
 
 /// Least-squares similarity transform (rotation, uniform scale, translation;
