@@ -63,12 +63,172 @@ pub struct TierConfig {
     pub models: Vec<String>,
 }
 
+/// Which camera the daemon reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// The V4L2 device when it exists, else the sample frames.
+    Auto,
+    V4l2,
+    Sequence,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CameraConfig {
+    pub source: SourceKind,
+    /// V4L2 device node or a stable /dev/v4l/by-id/... link.
+    pub device: PathBuf,
+    /// Pixel formats in order of preference (FourCC: MJPG, YUYV, NV12).
+    pub formats: Vec<String>,
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    /// Sample frame folders for the sequence source; the first that exists
+    /// is used. Relative paths start at the working directory.
+    pub samples: Vec<PathBuf>,
+    /// Rate the sample frames are played at.
+    pub samples_fps: f32,
+    /// Reconnect backoff after the camera is lost: first and longest wait.
+    pub reconnect_min_ms: u64,
+    pub reconnect_max_ms: u64,
+    /// A camera that delivers no frame for this long is treated as lost.
+    pub stall_timeout_ms: u64,
+}
+
+impl Default for CameraConfig {
+    fn default() -> Self {
+        CameraConfig {
+            source: SourceKind::Auto,
+            device: PathBuf::from("/dev/video0"),
+            formats: vec!["MJPG".into(), "YUYV".into(), "NV12".into()],
+            width: 640,
+            height: 480,
+            fps: 30,
+            samples: vec![
+                PathBuf::from("/usr/share/fusiond/samples"),
+                PathBuf::from("../shared/camera/two_people_pan"),
+            ],
+            samples_fps: 15.0,
+            reconnect_min_ms: 250,
+            reconnect_max_ms: 5000,
+            stall_timeout_ms: 2000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MqttConfig {
+    /// Broker host; empty starts an embedded broker on 127.0.0.1:port.
+    pub host: String,
+    pub port: u16,
+    /// Topics hang under `<prefix>/<device_id>`.
+    pub prefix: String,
+    /// Empty means the hostname.
+    pub device_id: String,
+    /// Empty means `fusiond-<device_id>`.
+    pub client_id: String,
+    pub username: String,
+    /// File holding the password. A bare file name is looked up in
+    /// $CREDENTIALS_DIRECTORY (systemd's LoadCredential=) first.
+    pub password_file: String,
+    pub tls: bool,
+    /// PEM CA bundle for TLS; empty uses the system's roots.
+    pub ca_file: PathBuf,
+    pub keep_alive_s: u64,
+    /// Longest wait between reconnect attempts (the backoff doubles up to it).
+    pub reconnect_max_s: u64,
+    /// Bound on queued outgoing messages; frames are dropped first.
+    pub queue_messages: usize,
+}
+
+impl Default for MqttConfig {
+    fn default() -> Self {
+        MqttConfig {
+            host: String::new(),
+            port: 1883,
+            prefix: "fusiond".into(),
+            device_id: String::new(),
+            client_id: String::new(),
+            username: String::new(),
+            password_file: String::new(),
+            tls: false,
+            ca_file: PathBuf::new(),
+            keep_alive_s: 15,
+            reconnect_max_s: 5,
+            queue_messages: 256,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineConfig {
+    /// Run the detector at most this often; faces are tracked in between.
+    pub detect_interval_ms: u64,
+    /// Swap strength at start, 0..=100.
+    pub blend: f32,
+    /// `one`, `many` or `reference`.
+    pub selector: String,
+    /// Source identity at start: an image path or a face bank name; empty
+    /// means none (frames are analysed, not swapped, until one is set).
+    pub source: String,
+    /// Where the face bank (face_bank.safetensors) is kept.
+    pub state_dir: PathBuf,
+    /// Source embeddings cached by image hash.
+    pub source_cache: usize,
+    /// Largest source image accepted over MQTT, in bytes and in pixels.
+    pub max_source_bytes: usize,
+    pub max_source_pixels: u64,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            detect_interval_ms: 80,
+            blend: 100.0,
+            selector: "one".into(),
+            source: String::new(),
+            state_dir: PathBuf::from("/var/lib/fusiond"),
+            source_cache: 16,
+            max_source_bytes: 8 * 1024 * 1024,
+            max_source_pixels: 24_000_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    /// Publish fused frames on `<base>/frame`.
+    pub frames: bool,
+    /// Frames per second on `<base>/frame` at start (0 is off).
+    pub frame_rate: f32,
+    /// Highest `frame_rate` a command may set.
+    pub max_frame_rate: f32,
+    /// JPEG quality 1..=100 of frames and snapshots.
+    pub jpeg_quality: u8,
+    /// Seconds between messages on `<base>/stats`.
+    pub stats_interval_s: u64,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig { frames: true, frame_rate: 5.0, max_frame_rate: 30.0, jpeg_quality: 80, stats_interval_s: 10 }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub models: ModelsConfig,
     /// Quality tiers, lowest first.
     pub tier: Vec<TierConfig>,
+    pub camera: CameraConfig,
+    pub mqtt: MqttConfig,
+    pub pipeline: PipelineConfig,
+    pub output: OutputConfig,
 }
 
 impl Default for Config {
@@ -85,6 +245,10 @@ impl Default for Config {
                     models: vec!["scrfd_500m".into(), "arcface_fr".into(), "inswapper_128".into(), "gfpgan_1.4".into()],
                 },
             ],
+            camera: CameraConfig::default(),
+            mqtt: MqttConfig::default(),
+            pipeline: PipelineConfig::default(),
+            output: OutputConfig::default(),
         }
     }
 }
@@ -179,6 +343,40 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "models.ramdisk_size_mib, cache_max_models and cache_max_mib must be > 0".into(),
             ));
+        }
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        let c = &self.camera;
+        if let Some(f) = c.formats.iter().find(|f| !matches!(f.as_str(), "MJPG" | "YUYV" | "NV12")) {
+            return bad(format!("camera.formats: `{f}` is not one of MJPG, YUYV, NV12"));
+        }
+        if c.formats.is_empty() || c.width == 0 || c.height == 0 || c.width % 2 != 0 || c.fps == 0 {
+            return bad("camera.formats must not be empty, width and height must be even and > 0, fps > 0".into());
+        }
+        if c.reconnect_min_ms == 0 || c.reconnect_max_ms < c.reconnect_min_ms || c.stall_timeout_ms == 0 {
+            return bad("camera: need 0 < reconnect_min_ms <= reconnect_max_ms and stall_timeout_ms > 0".into());
+        }
+        if !(c.samples_fps > 0.0 && c.samples_fps <= 240.0) {
+            return bad(format!("camera.samples_fps {} must be in (0, 240]", c.samples_fps));
+        }
+        let q = &self.mqtt;
+        crate::mqtt::Topics::new(&q.prefix, if q.device_id.is_empty() { "x" } else { &q.device_id })
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        if q.keep_alive_s < 5 || q.reconnect_max_s == 0 || q.queue_messages < 16 {
+            return bad("mqtt: need keep_alive_s >= 5, reconnect_max_s > 0 and queue_messages >= 16".into());
+        }
+        let p = &self.pipeline;
+        if !(0.0..=100.0).contains(&p.blend) || !matches!(p.selector.as_str(), "one" | "many" | "reference") {
+            return bad("pipeline: blend must be in 0..=100 and selector one of one, many, reference".into());
+        }
+        if p.source_cache == 0 || p.max_source_bytes == 0 || p.max_source_pixels == 0 {
+            return bad("pipeline: source_cache, max_source_bytes and max_source_pixels must be > 0".into());
+        }
+        let o = &self.output;
+        if !(1..=100).contains(&o.jpeg_quality) || o.stats_interval_s == 0 {
+            return bad("output: jpeg_quality must be in 1..=100 and stats_interval_s > 0".into());
+        }
+        if !(o.max_frame_rate > 0.0 && o.max_frame_rate <= 120.0 && (0.0..=o.max_frame_rate).contains(&o.frame_rate)) {
+            return bad("output: need 0 < max_frame_rate <= 120 and 0 <= frame_rate <= max_frame_rate".into());
         }
         Ok(())
     }

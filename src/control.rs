@@ -14,7 +14,8 @@ pub struct Settings {
     pub selector: String,
     /// Frames per second on `frame`; 0 is off.
     pub frame_rate: f32,
-    /// The current source identity's name, when it has one.
+    /// The source state as published (JSON naming the active identity and
+    /// the face bank), once a source is set.
     pub source: Option<String>,
 }
 
@@ -97,7 +98,7 @@ impl Control {
             }
             Command::FrameRate(fps) => {
                 s.frame_rate = fps;
-                vec![Effect::State { feature: "frame_rate", value: format!("{fps}") }]
+                vec![Effect::Reconfigure, Effect::State { feature: "frame_rate", value: format!("{fps}") }]
             }
             // The source's state is published once the identity is computed.
             Command::Source(src) => vec![Effect::SetSource(src)],
@@ -106,10 +107,22 @@ impl Control {
         }
     }
 
-    /// Records the source identity once the daemon has set it.
-    pub fn source_set(&mut self, name: &str) -> Effect {
-        self.settings.source = Some(name.to_string());
-        Effect::State { feature: "source", value: name.to_string() }
+    /// Records the source state once the daemon has set the identity.
+    pub fn source_set(&mut self, state: &str) -> Effect {
+        self.settings.source = Some(state.to_string());
+        Effect::State { feature: "source", value: state.to_string() }
+    }
+
+    /// Records the tier actually running (after a switch failed or fell
+    /// back) and echoes it.
+    pub fn tier_in_use(&mut self, tier: &str) -> Effect {
+        self.settings.quality = tier.to_string();
+        Effect::State { feature: "quality", value: tier.to_string() }
+    }
+
+    /// New bounds after a configuration reload.
+    pub fn set_limits(&mut self, limits: CommandLimits) {
+        self.limits = limits;
     }
 }
 

@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod daemon;
 pub mod face;
 pub mod infer;
 pub mod manifest;

@@ -58,6 +58,12 @@ impl LatestFrame {
         self.lock().spare = Some(frame);
     }
 
+    /// Closed and drained: no frame will come any more.
+    pub fn is_closed(&self) -> bool {
+        let s = self.lock();
+        s.closed && s.frame.is_none()
+    }
+
     pub fn dropped(&self) -> u64 {
         self.lock().dropped
     }

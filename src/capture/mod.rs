@@ -4,10 +4,12 @@
 mod fake;
 mod latest;
 mod sequence;
+mod v4l2;
 
 pub use fake::{Fault, FaultySource};
 pub use latest::LatestFrame;
 pub use sequence::SequenceSource;
+pub use v4l2::{V4l2Settings, V4l2Source};
 
 use crate::vision::RgbImage;
 use std::time::SystemTime;

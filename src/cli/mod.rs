@@ -3,6 +3,7 @@
 
 mod bench;
 mod detect;
+mod run;
 mod store;
 mod swap;
 mod tools;
@@ -30,6 +31,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the daemon: camera → fusion → MQTT, until SIGTERM (SIGHUP rereads the config).
+    Run(store::ConfigArgs),
     /// Detect faces in still images and print them.
     Detect(detect::Args),
     /// Swap the source face onto the faces of a target image.
@@ -150,6 +153,7 @@ pub fn swapper(catalog: &Catalog, name: Option<&str>) -> Result<Swapper> {
 /// Runs the command; the `u8` is the exit status when it succeeded.
 pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
+        Command::Run(a) => run::run(a).map(|()| 0),
         Command::Detect(a) => detect::run(a).map(|()| 0),
         Command::Swap(a) => swap::run(a).map(|()| 0),
         Command::Bench(a) => bench::run(a).map(|()| 0),

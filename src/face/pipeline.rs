@@ -71,6 +71,17 @@ impl FusionPipeline {
         Ok(&self.source.insert(Source { embedding, latent }).embedding)
     }
 
+    /// Sets an identity computed elsewhere (the source cache, the face bank).
+    pub fn set_source_embedding(&mut self, embedding: Embedding) -> Result<()> {
+        let latent = self.swapper.latent(&embedding)?;
+        self.source = Some(Source { embedding, latent });
+        Ok(())
+    }
+
+    pub fn clear_source(&mut self) {
+        self.source = None;
+    }
+
     pub fn source(&self) -> Option<&Embedding> {
         self.source.as_ref().map(|s| &s.embedding)
     }
@@ -79,21 +90,31 @@ impl FusionPipeline {
     /// source the frame is only analysed.
     pub fn process(&mut self, frame: &mut RgbImage) -> Result<FrameReport> {
         let start = Instant::now();
-        let mut t = StageTimings::default();
         let faces = self.detector.detect(frame)?;
-        t.detect = start.elapsed();
+        let detect = start.elapsed();
+        let (swapped, mut t) = self.fuse(frame, &faces)?;
+        t.detect = detect;
+        t.total = start.elapsed();
+        Ok(FrameReport { faces, swapped, timings: t })
+    }
 
+    /// Selects and swaps among `faces` (detected in this frame or tracked
+    /// from an earlier one) in place; returns the swapped indices. The
+    /// timings have no detect part.
+    pub fn fuse(&mut self, frame: &mut RgbImage, faces: &[Face]) -> Result<(Vec<usize>, StageTimings)> {
+        let start = Instant::now();
+        let mut t = StageTimings::default();
         let mut embeddings = Vec::new();
         if self.settings.selector.needs_embeddings() {
             let s = Instant::now();
-            for f in &faces {
+            for f in faces {
                 embeddings.push(self.recognizer.embed(frame, &f.landmarks)?);
             }
             t.embed = s.elapsed();
         }
         let mut swapped = Vec::new();
         if let Some(source) = &self.source {
-            for i in self.settings.selector.select(&faces, &embeddings) {
+            for i in self.settings.selector.select(faces, &embeddings) {
                 let s = Instant::now();
                 let to_crop = match self.swapper.run(frame, &faces[i].landmarks, &source.latent) {
                     Ok(m) => m,
@@ -113,6 +134,6 @@ impl FusionPipeline {
             }
         }
         t.total = start.elapsed();
-        Ok(FrameReport { faces, swapped, timings: t })
+        Ok((swapped, t))
     }
 }

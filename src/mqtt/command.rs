@@ -7,8 +7,9 @@ use serde::Serialize;
 /// Where to take the source identity from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceCommand {
-    /// A JPEG or PNG photo, checked to be decodable within the limits.
-    Image { bytes: Vec<u8>, width: u32, height: u32 },
+    /// A JPEG or PNG photo, checked to be decodable within the limits; with
+    /// a name it is also saved in the face bank under that name.
+    Image { name: Option<String>, bytes: Vec<u8>, width: u32, height: u32 },
     /// The name of an identity in the face bank.
     Named(String),
 }
@@ -110,9 +111,19 @@ pub fn parse(feature: &str, payload: &[u8], limits: &CommandLimits) -> Result<Co
             other => Err(err(format!("`{other}` is not ON or OFF"))),
         },
         "source" => {
-            if image::guess_format(payload).is_ok() {
-                let (width, height) = image(payload, limits, &err)?;
-                return Ok(Command::Source(SourceCommand::Image { bytes: payload.to_vec(), width, height }));
+            // `<name>\n<image bytes>` names the image; the name line is short
+            // and the image starts with its magic bytes.
+            let (name, bytes) = match payload.iter().take(66).position(|&b| b == b'\n') {
+                Some(i) if image::guess_format(&payload[i + 1..]).is_ok() => {
+                    let name = std::str::from_utf8(&payload[..i]).ok().map(str::trim).filter(|n| identity_name(n));
+                    let name = name.ok_or_else(|| err("the name line must be [A-Za-z0-9_.-], at most 64".into()))?;
+                    (Some(name.to_string()), &payload[i + 1..])
+                }
+                _ => (None, payload),
+            };
+            if image::guess_format(bytes).is_ok() {
+                let (width, height) = image(bytes, limits, &err)?;
+                return Ok(Command::Source(SourceCommand::Image { name, bytes: bytes.to_vec(), width, height }));
             }
             let name = std::str::from_utf8(payload).ok().map(str::trim).filter(|n| identity_name(n));
             name.map(|n| Command::Source(SourceCommand::Named(n.into()))).ok_or_else(|| {
@@ -189,7 +200,16 @@ mod tests {
         assert_eq!(ok("snapshot", b""), Command::Snapshot);
         assert_eq!(ok("reload", b"PRESS"), Command::Reload);
         assert_eq!(ok("source", b"alice"), Command::Source(SourceCommand::Named("alice".into())));
-        assert!(matches!(ok("source", &png(8, 6)), Command::Source(SourceCommand::Image { width: 8, height: 6, .. })));
+        assert!(matches!(
+            ok("source", &png(8, 6)),
+            Command::Source(SourceCommand::Image { name: None, width: 8, height: 6, .. })
+        ));
+        let named = [&b"alice\n"[..], &png(4, 4)].concat();
+        assert!(
+            matches!(ok("source", &named), Command::Source(SourceCommand::Image { name: Some(n), .. }) if n == "alice")
+        );
+        let bad_name = [&b"al ice!\n"[..], &png(4, 4)].concat();
+        assert!(refused("source", &bad_name).contains("name line"));
     }
 
     #[test]

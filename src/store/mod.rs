@@ -1,7 +1,7 @@
 //! The model store: staging into a tmpfs ramdisk at boot ([`stage`]), and
 //! loading, warming and caching models by quality tier ([`Store`]).
 
-mod cache;
+pub(crate) mod cache;
 mod loader;
 pub mod plan;
 pub mod stage;

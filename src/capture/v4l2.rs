@@ -1,0 +1,198 @@
+use super::{CaptureError, Frame, FrameSource};
+use crate::vision::{nv12_to_rgb, yuyv_to_rgb, RgbImage};
+use image::ImageDecoder;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+use v4l::buffer::Type;
+use v4l::io::mmap::Stream;
+use v4l::io::traits::CaptureStream;
+use v4l::video::Capture;
+use v4l::{Device, FourCC};
+
+/// Buffers mapped for streaming: enough to keep the driver busy while one is
+/// converted, few enough that a frame is never old.
+const BUFFERS: u32 = 4;
+
+/// What to ask the camera for.
+#[derive(Debug, Clone)]
+pub struct V4l2Settings {
+    pub device: PathBuf,
+    /// FourCCs in order of preference: MJPG, YUYV, NV12.
+    pub formats: Vec<String>,
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    /// No frame for this long is a stall.
+    pub timeout: Duration,
+}
+
+/// A V4L2 camera streaming through mmap buffers, converted into RGB frames.
+pub struct V4l2Source {
+    name: String,
+    fourcc: [u8; 4],
+    width: u32,
+    height: u32,
+    /// Bytes per line as the driver reports it.
+    stride: usize,
+    stream: Stream<'static>,
+    /// Rows repacked when the driver pads them (stride > packed width).
+    packed: Vec<u8>,
+    _device: Device,
+}
+
+/// ENODEV/ENXIO/EIO mean the device went away (unplugged, driver gone).
+fn is_gone(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc_errno::ENODEV | libc_errno::ENXIO | libc_errno::EIO))
+}
+
+mod libc_errno {
+    pub const ENODEV: i32 = nix::errno::Errno::ENODEV as i32;
+    pub const ENXIO: i32 = nix::errno::Errno::ENXIO as i32;
+    pub const EIO: i32 = nix::errno::Errno::EIO as i32;
+    pub const EAGAIN: i32 = nix::errno::Errno::EAGAIN as i32;
+}
+
+impl V4l2Source {
+    /// Opens the device (following a by-id link), negotiates the first
+    /// preferred format it offers at the asked size and rate, and maps the
+    /// buffers.
+    pub fn open(s: &V4l2Settings) -> Result<V4l2Source, CaptureError> {
+        let path = s.device.canonicalize().unwrap_or_else(|_| s.device.clone());
+        let shown = s.device.display().to_string();
+        let open_err =
+            |what: &str, e: std::io::Error| CaptureError::Open { path: shown.clone(), message: format!("{what}: {e}") };
+        let dev = Device::with_path(&path).map_err(|e| open_err("open", e))?;
+        let offered: Vec<[u8; 4]> =
+            dev.enum_formats().map_err(|e| open_err("list formats", e))?.iter().map(|d| d.fourcc.repr).collect();
+        let fourcc = s
+            .formats
+            .iter()
+            .filter_map(|f| <[u8; 4]>::try_from(f.as_bytes()).ok())
+            .find(|f| offered.contains(f))
+            .ok_or_else(|| CaptureError::Format {
+                source_name: shown.clone(),
+                message: format!(
+                    "it offers {} but camera.formats allows only {}",
+                    offered.iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect::<Vec<_>>().join(", "),
+                    s.formats.join(", ")
+                ),
+            })?;
+        let mut fmt = dev.format().map_err(|e| open_err("get format", e))?;
+        fmt.width = s.width;
+        fmt.height = s.height;
+        fmt.fourcc = FourCC::new(&fourcc);
+        let fmt = dev.set_format(&fmt).map_err(|e| open_err("set format", e))?;
+        if fmt.fourcc.repr != fourcc || fmt.width % 2 != 0 {
+            return Err(CaptureError::Format {
+                source_name: shown,
+                message: format!(
+                    "asked {} but the driver chose {} {}x{}",
+                    String::from_utf8_lossy(&fourcc),
+                    fmt.fourcc,
+                    fmt.width,
+                    fmt.height
+                ),
+            });
+        }
+        if let Err(e) = dev.set_params(&v4l::video::capture::Parameters::with_fps(s.fps)) {
+            log::warn!("{shown}: cannot set {} fps: {e}", s.fps);
+        }
+        let mut stream =
+            Stream::with_buffers(&dev, Type::VideoCapture, BUFFERS).map_err(|e| open_err("map buffers", e))?;
+        stream.set_timeout(s.timeout);
+        log::info!(
+            "{shown}: {} {}x{} (stride {}), {} buffers",
+            String::from_utf8_lossy(&fourcc),
+            fmt.width,
+            fmt.height,
+            fmt.stride,
+            BUFFERS
+        );
+        Ok(V4l2Source {
+            name: shown,
+            fourcc,
+            width: fmt.width,
+            height: fmt.height,
+            stride: fmt.stride as usize,
+            stream,
+            packed: Vec::new(),
+            _device: dev,
+        })
+    }
+
+    /// `/dev/video*` nodes present on this machine.
+    pub fn devices() -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> =
+            std::fs::read_dir("/dev").map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
+        out.retain(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("video")));
+        out.sort();
+        out
+    }
+
+    pub fn exists(path: &Path) -> bool {
+        path.exists()
+    }
+}
+
+/// Drops row padding: `rows` rows of `row` bytes each, `stride` apart.
+fn unpad<'a>(src: &'a [u8], stride: usize, row: usize, rows: usize, out: &'a mut Vec<u8>) -> &'a [u8] {
+    if stride <= row || src.len() < stride * (rows - 1) + row {
+        return src;
+    }
+    out.clear();
+    for r in 0..rows {
+        out.extend_from_slice(&src[r * stride..r * stride + row]);
+    }
+    out
+}
+
+impl FrameSource for V4l2Source {
+    fn name(&self) -> String {
+        format!("v4l2:{}", self.name)
+    }
+
+    fn next_frame(&mut self, frame: &mut Frame) -> Result<(), CaptureError> {
+        let (buf, meta) = match self.stream.next() {
+            Ok(x) => x,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return Err(CaptureError::Stalled(self.name.clone())),
+            Err(e) if e.raw_os_error() == Some(libc_errno::EAGAIN) => return Err(CaptureError::WouldBlock),
+            Err(e) if is_gone(&e) => return Err(CaptureError::Disconnected(self.name.clone())),
+            Err(e) => return Err(CaptureError::Open { path: self.name.clone(), message: e.to_string() }),
+        };
+        let data = &buf[..(meta.bytesused as usize).min(buf.len())];
+        let (w, h) = (self.width, self.height);
+        if frame.image.dimensions() != (w, h) {
+            frame.image = RgbImage::new(w, h);
+        }
+        let format_err = |message: String| CaptureError::Format { source_name: self.name.clone(), message };
+        match &self.fourcc {
+            b"YUYV" => {
+                let data = unpad(data, self.stride, w as usize * 2, h as usize, &mut self.packed);
+                yuyv_to_rgb(data, &mut frame.image).map_err(|e| format_err(e.to_string()))?;
+            }
+            b"NV12" => {
+                // Both planes share the stride; the chroma plane follows h rows.
+                let data = unpad(data, self.stride, w as usize, h as usize * 3 / 2, &mut self.packed);
+                nv12_to_rgb(data, &mut frame.image).map_err(|e| format_err(e.to_string()))?;
+            }
+            _ => decode_mjpeg(data, &mut frame.image).map_err(format_err)?,
+        }
+        frame.captured = SystemTime::now();
+        frame.seq = meta.sequence as u64;
+        Ok(())
+    }
+}
+
+/// Decodes one MJPEG frame into `dst`, which already has the frame's size.
+fn decode_mjpeg(data: &[u8], dst: &mut RgbImage) -> Result<(), String> {
+    let decoder = image::codecs::jpeg::JpegDecoder::new(std::io::Cursor::new(data)).map_err(|e| e.to_string())?;
+    if decoder.dimensions() != dst.dimensions() || decoder.color_type() != image::ColorType::Rgb8 {
+        return Err(format!(
+            "MJPEG frame is {:?} {:?}, expected RGB {:?}",
+            decoder.dimensions(),
+            decoder.color_type(),
+            dst.dimensions()
+        ));
+    }
+    decoder.read_image(dst).map_err(|e| e.to_string())
+}

@@ -1,0 +1,128 @@
+//! The face bank: named source identities kept as one safetensors file of
+//! raw 512-d embeddings (one F32 tensor per name) in the state directory.
+//! Writes go to a temporary file renamed over the old one, so a crash or a
+//! full disk never leaves a half-written bank.
+
+use crate::face::Embedding;
+use safetensors::{tensor::TensorView, Dtype, SafeTensors};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Names beyond this are refused, so commands cannot grow the file forever.
+pub const MAX_IDENTITIES: usize = 1000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BankError {
+    #[error("face bank {path}: {message}; delete or restore it")]
+    Corrupt { path: PathBuf, message: String },
+    #[error("face bank {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("face bank is full ({MAX_IDENTITIES} identities); remove some first")]
+    Full,
+    #[error("no identity named `{0}` in the face bank")]
+    Unknown(String),
+}
+
+pub struct FaceBank {
+    path: PathBuf,
+    entries: BTreeMap<String, Vec<f32>>,
+}
+
+impl FaceBank {
+    pub const FILE: &'static str = "face_bank.safetensors";
+
+    /// Opens `<dir>/face_bank.safetensors`; a missing file is an empty bank.
+    pub fn open(dir: &Path) -> Result<FaceBank, BankError> {
+        let path = dir.join(Self::FILE);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(FaceBank { path, entries: BTreeMap::new() })
+            }
+            Err(source) => return Err(BankError::Io { path, source }),
+        };
+        let corrupt = |message: String| BankError::Corrupt { path: path.clone(), message };
+        let st = SafeTensors::deserialize(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        let mut entries = BTreeMap::new();
+        for (name, view) in st.tensors() {
+            if view.dtype() != Dtype::F32 || view.shape() != [crate::face::LATENT_LEN] {
+                return Err(corrupt(format!("`{name}` is {:?} {:?}, not F32 [512]", view.dtype(), view.shape())));
+            }
+            let v: Vec<f32> =
+                view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+            entries.insert(name, v);
+        }
+        Ok(FaceBank { path, entries })
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.entries.keys().cloned().collect()
+    }
+
+    pub fn get(&self, name: &str) -> Result<Embedding, BankError> {
+        self.entries.get(name).map(|v| Embedding::from_raw(v.clone())).ok_or_else(|| BankError::Unknown(name.into()))
+    }
+
+    /// Adds or replaces `name` and saves the bank.
+    pub fn insert(&mut self, name: &str, embedding: &Embedding) -> Result<(), BankError> {
+        if !self.entries.contains_key(name) && self.entries.len() >= MAX_IDENTITIES {
+            return Err(BankError::Full);
+        }
+        let previous = self.entries.insert(name.to_string(), embedding.raw.clone());
+        let saved = self.save();
+        if saved.is_err() {
+            // Memory and disk stay in agreement.
+            match previous {
+                Some(p) => self.entries.insert(name.to_string(), p),
+                None => self.entries.remove(name),
+            };
+        }
+        saved
+    }
+
+    fn save(&self) -> Result<(), BankError> {
+        let io = |source| BankError::Io { path: self.path.clone(), source };
+        let bytes: Vec<(String, Vec<u8>)> =
+            self.entries.iter().map(|(n, v)| (n.clone(), v.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
+        let views = bytes.iter().map(|(n, b)| {
+            (n.as_str(), TensorView::new(Dtype::F32, vec![crate::face::LATENT_LEN], b).expect("512 f32 = 2048 bytes"))
+        });
+        let data = safetensors::serialize(views, None)
+            .map_err(|e| BankError::Corrupt { path: self.path.clone(), message: e.to_string() })?;
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let tmp = self.path.with_extension("safetensors.tmp");
+        std::fs::write(&tmp, data).map_err(io)?;
+        std::fs::rename(&tmp, &self.path).map_err(io)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn emb(seed: f32) -> Embedding {
+        Embedding::from_raw((0..512).map(|i| (i as f32 * seed).sin()).collect())
+    }
+
+    #[test]
+    fn identities_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bank = FaceBank::open(dir.path()).unwrap();
+        bank.insert("alice", &emb(0.1)).unwrap();
+        bank.insert("bob", &emb(0.2)).unwrap();
+        let again = FaceBank::open(dir.path()).unwrap();
+        assert_eq!(again.names(), ["alice", "bob"]);
+        assert_eq!(again.get("alice").unwrap().raw, emb(0.1).raw);
+        assert!(matches!(again.get("carol"), Err(BankError::Unknown(_))));
+    }
+
+    #[test]
+    fn a_corrupt_bank_is_reported_not_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(FaceBank::FILE), b"not safetensors").unwrap();
+        let err = FaceBank::open(dir.path()).err().unwrap().to_string();
+        assert!(err.contains("delete or restore"), "{err}");
+    }
+}
