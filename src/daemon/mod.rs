@@ -389,8 +389,23 @@ impl Counters {
     }
 }
 
+/// Each model's load phases in milliseconds, and its memory cost.
 fn model_phases(models: &TierModels) -> serde_json::Value {
-    models.all().iter().map(|m| serde_json::json!({"name": m.entry.name, "load": m.timings})).collect()
+    let ms = |d: Duration| (d.as_secs_f64() * 1e4).round() / 10.0;
+    let phases = |m: &&Arc<crate::store::LoadedModel>| {
+        let t = &m.timings;
+        serde_json::json!({
+            "name": m.entry.name,
+            "map_ms": ms(t.map),
+            "parse_ms": ms(t.backend.parse),
+            "optimize_ms": ms(t.backend.optimize),
+            "plan_ms": ms(t.backend.plan),
+            "warmup_ms": ms(t.warmup),
+            "file_bytes": t.file_bytes,
+            "rss_delta_bytes": t.rss_delta_bytes,
+        })
+    };
+    models.all().iter().map(phases).collect()
 }
 
 /// Runs the daemon until `signals.stop`. `source` replaces the configured
@@ -483,58 +498,11 @@ fn run_connected(
     let stop_capture = Arc::new(AtomicBool::new(false));
     let (to_worker, worker_rx) = sync_channel::<ToWorker>(16);
 
-    let camera = {
-        let (latest, counters, stop, outbox, topics) =
-            (latest.clone(), capture_counters.clone(), stop_capture.clone(), outbox.clone(), topics.clone());
-        let health = Health::new(
-            Duration::from_millis(config.camera.reconnect_min_ms),
-            Duration::from_millis(config.camera.reconnect_max_ms),
-        );
-        std::thread::Builder::new().name("camera".into()).spawn(move || {
-            camera::capture_loop(open_camera, &latest, health, &counters, &stop, |event| {
-                let (state, body) = match &event {
-                    CameraEvent::Lost { reason } => {
-                        log::warn!("camera lost: {reason}");
-                        (Some("camera_lost"), serde_json::json!({"event": "camera_lost", "reason": reason}))
-                    }
-                    CameraEvent::Back { after, attempts } => {
-                        log::info!("camera back after {after:?} ({attempts} attempts)");
-                        let ms = after.as_millis() as u64;
-                        (
-                            Some("streaming"),
-                            serde_json::json!({"event": "camera_back", "after_ms": ms, "attempts": attempts}),
-                        )
-                    }
-                    CameraEvent::BadFrames { reason } => {
-                        log::warn!("camera: {reason}");
-                        (None, serde_json::json!({"event": "error", "stage": "camera", "message": reason}))
-                    }
-                };
-                outbox.push(Message::event(topics.events(), json(body)));
-                if let Some(state) = state {
-                    outbox.push(Message::retained(topics.state("camera"), state));
-                }
-            })
-        })?
-    };
-
-    let worker = {
-        let (latest, outbox, topics, stats, beat, models) =
-            (latest.clone(), outbox.clone(), topics.clone(), worker_stats.clone(), beat.clone(), models.clone());
-        std::thread::Builder::new().name("worker".into()).spawn(move || {
-            let w = Worker { latest: &latest, outbox: &outbox, topics: &topics, stats: &stats, beat: &beat, started };
-            let result = w.run(models, worker_config, worker_rx);
-            // A worker that cannot run stops capture too: nothing would use it.
-            latest.close();
-            result
-        })?
-    };
-
     let mut counters = Counters {
         started,
-        capture: capture_counters,
+        capture: capture_counters.clone(),
         latest: latest.clone(),
-        worker: worker_stats,
+        worker: worker_stats.clone(),
         dropped_commands,
         capture_rate: Rate::default(),
         process_rate: Rate::default(),
@@ -571,6 +539,55 @@ fn run_connected(
             Err(_) => ctl.set_source(SourceCommand::Named(initial)),
         }
     }
+    // The worker and the camera start once the start source is known, so
+    // no frame is processed without it.
+    let camera = {
+        let (latest, counters, stop, outbox, topics) =
+            (latest.clone(), capture_counters.clone(), stop_capture.clone(), outbox.clone(), topics.clone());
+        let health = Health::new(
+            Duration::from_millis(ctl.config.camera.reconnect_min_ms),
+            Duration::from_millis(ctl.config.camera.reconnect_max_ms),
+        );
+        std::thread::Builder::new().name("camera".into()).spawn(move || {
+            camera::capture_loop(open_camera, &latest, health, &counters, &stop, |event| {
+                let (state, body) = match &event {
+                    CameraEvent::Lost { reason } => {
+                        log::warn!("camera lost: {reason}");
+                        (Some("camera_lost"), serde_json::json!({"event": "camera_lost", "reason": reason}))
+                    }
+                    CameraEvent::Back { after, attempts } => {
+                        log::info!("camera back after {after:?} ({attempts} attempts)");
+                        let ms = after.as_millis() as u64;
+                        (
+                            Some("streaming"),
+                            serde_json::json!({"event": "camera_back", "after_ms": ms, "attempts": attempts}),
+                        )
+                    }
+                    CameraEvent::BadFrames { reason } => {
+                        log::warn!("camera: {reason}");
+                        (None, serde_json::json!({"event": "error", "stage": "camera", "message": reason}))
+                    }
+                };
+                outbox.push(Message::event(topics.events(), json(body)));
+                if let Some(state) = state {
+                    outbox.push(Message::retained(topics.state("camera"), state));
+                }
+            })
+        })?
+    };
+
+    let worker = {
+        let (latest, outbox, topics, stats, beat, models) =
+            (latest.clone(), outbox.clone(), topics.clone(), worker_stats.clone(), beat.clone(), ctl.models.clone());
+        std::thread::Builder::new().name("worker".into()).spawn(move || {
+            let w = Worker { latest: &latest, outbox: &outbox, topics: &topics, stats: &stats, beat: &beat, started };
+            let result = w.run(models, worker_config, worker_rx);
+            // A worker that cannot run stops capture too: nothing would use it.
+            latest.close();
+            result
+        })?
+    };
+
     for effect in ctl.control.retained() {
         ctl.apply(vec![effect]);
     }

@@ -3,6 +3,7 @@
 
 mod capture;
 mod cli;
+mod daemon;
 mod face_core;
 mod int8;
 mod store;
