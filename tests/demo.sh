@@ -1,27 +1,78 @@
 #!/usr/bin/env bash
-# README's first command: sets up, builds fusiond (release) and runs the face
-# core end to end on the bundled data in ../shared: detection with a debug
-# picture, a swap with a contract swapper, and the per-stage benchmark.
+# README's first command: sets up, builds fusiond (release) and runs the live
+# daemon end to end on its built-in defaults: no camera here, so it plays the
+# sample frames in ../shared/camera/two_people_pan; no broker configured, so
+# it starts its embedded one on 127.0.0.1. A mosquitto_sub watches for
+# DEMO_SECONDS (default 20) and the daemon is then stopped cleanly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tests/setup.sh
 
 shared="${FUSIOND_SHARED:-$(cd .. && pwd)/shared}"
 out="${FUSIOND_OUT:-/tmp/fusiond-demo}"
+port="${FUSIOND_DEMO_PORT:-1883}"
+seconds="${DEMO_SECONDS:-20}"
 [ -d "$shared/models" ] || { echo "error: $shared/models is missing; set FUSIOND_SHARED to the shared/ folder" >&2; exit 1; }
-mkdir -p "$out"
+mkdir -p "$out/etc/conf.d" "$out/state"
 
 cargo build --release --quiet
 bin="$CARGO_TARGET_DIR/release/fusiond"
 "$FUSIOND_PYTHON" models/make_contract_models.py "$out/models" >/dev/null
 
-echo "== fusiond detect (boxes and landmarks drawn into $out/detect_*.png)"
-"$bin" detect "$shared"/images/*.jpg "$shared"/images/*.png --models "$shared/models" --debug "$out/detect.png"
-echo "== fusiond swap (latent_color_swapper: the source identity tints the swapped faces)"
-"$bin" swap --source "$shared/images/fr_biden.jpg" --target "$shared/images/fr_obama_and_biden.jpg" \
-    --output "$out/swap.jpg" --models "$shared/models" --models "$out/models" \
-    --swapper latent_color_swapper --selector many
-echo "== fusiond bench"
-"$bin" bench --image "$shared/images/fr_two_people.jpg" --source "$shared/images/fr_biden.jpg" \
-    --models "$shared/models" --models "$out/models" --swapper identity_swapper --runs 10
-echo "demo: outputs in $out"
+# The packaged config, plus a drop-in naming this checkout's model folders.
+# FaceFusion's inswapper_128 cannot be downloaded here, so the tier swaps with
+# latent_color_swapper: a generated model with inswapper's exact I/O contract
+# whose output colour follows the source identity. Put inswapper_128.onnx in
+# a models folder and name it in the tier to swap for real.
+cp config/fusiond.toml "$out/etc/fusiond.toml"
+cat > "$out/etc/conf.d/50-demo.toml" <<TOML
+[models]
+dirs = ["$shared/models", "$out/models"]
+ramdisk = "$out/ramdisk"
+
+[[tier]]
+name = "fast"
+models = ["yunet_2023mar", "arcface_fr", "latent_color_swapper"]
+
+[camera]
+samples = ["$shared/camera/two_people_pan"]
+
+[mqtt]
+port = $port
+device_id = "demo"
+
+[pipeline]
+source = "$shared/images/fr_biden.jpg"
+state_dir = "$out/state"
+
+[output]
+stats_interval_s = 5
+TOML
+
+echo "== fusiond run --config $out/etc/fusiond.toml (log: $out/fusiond.log)"
+"$bin" run --config "$out/etc/fusiond.toml" 2>"$out/fusiond.log" &
+daemon=$!
+trap 'kill $daemon 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+    grep -q "ready:" "$out/fusiond.log" 2>/dev/null && break
+    kill -0 $daemon 2>/dev/null || { cat "$out/fusiond.log"; exit 1; }
+    sleep 0.1
+done
+sed 's/^/   daemon: /' "$out/fusiond.log"
+
+echo "== mosquitto_sub -h 127.0.0.1 -p $port -t 'fusiond/demo/#' -v (for ${seconds}s; frames summarised)"
+mosquitto_sub -h 127.0.0.1 -p $port -C 1 -t fusiond/demo/frame > "$out/frame.jpg" &
+timeout "$seconds" mosquitto_sub -h 127.0.0.1 -p "$port" -v \
+    -t 'fusiond/demo/available' -t 'fusiond/demo/+/state' -t 'fusiond/demo/events' \
+    -t 'fusiond/demo/stats' -t 'fusiond/demo/faces' -t 'fusiond/demo/error' |
+    awk '$1 ~ /faces$/ { if (n++ % 25) next } { print "   " substr($0, 1, 400) }' || true
+
+echo "== snapshot command, then SIGTERM"
+mosquitto_sub -h 127.0.0.1 -p "$port" -C 1 -t fusiond/demo/snapshot > "$out/snapshot.jpg" &
+sleep 0.5
+mosquitto_pub -h 127.0.0.1 -p "$port" -t fusiond/demo/snapshot/set -m PRESS
+sleep 2
+kill -TERM $daemon
+wait $daemon && echo "   daemon exited cleanly"
+trap - EXIT
+echo "demo: fused frame $out/frame.jpg, snapshot $out/snapshot.jpg, log $out/fusiond.log"

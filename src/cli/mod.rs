@@ -2,6 +2,7 @@
 //! library's settings and calls it.
 
 mod bench;
+mod bench_live;
 mod detect;
 mod run;
 mod store;
@@ -39,6 +40,8 @@ pub enum Command {
     Swap(swap::Args),
     /// Print per-stage latency (median of N runs) on a real photo.
     Bench(bench::Args),
+    /// End-to-end cost of a 640x480 frame (0/1/2 faces, detect-only and swap): per stage, then live.
+    BenchLive(bench_live::Args),
     /// Run one model on .npy inputs and write its raw outputs as .npy.
     Infer(tools::InferArgs),
     /// Extract inswapper's emap from a float graph into its safetensors side file.
@@ -157,6 +160,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Detect(a) => detect::run(a).map(|()| 0),
         Command::Swap(a) => swap::run(a).map(|()| 0),
         Command::Bench(a) => bench::run(a).map(|()| 0),
+        Command::BenchLive(a) => bench_live::run(a).map(|()| 0),
         Command::Infer(a) => tools::infer(a).map(|()| 0),
         Command::Emap(a) => tools::emap(a).map(|()| 0),
         Command::Stage(a) => store::stage_cmd(a),

@@ -58,6 +58,8 @@ struct FaceOut {
 
 #[derive(Serialize)]
 struct TimingsOut {
+    /// Time inside the inference engine, summed over models.
+    inference: f32,
     detect: f32,
     embed: f32,
     swap: f32,
@@ -234,7 +236,11 @@ impl Worker<'_> {
             }
             let (s, t) = st.pipeline.fuse(&mut frame.image, &faces).map_err(|e| e.to_string())?;
             swapped = s;
-            timings = StageTimings { detect: timings.detect, ..t };
+            timings = StageTimings {
+                detect: timings.detect,
+                inference: t.inference + if detected { st.pipeline.detector.last_inference } else { Duration::ZERO },
+                ..t
+            };
         }
         let pipeline_done = Instant::now();
 
@@ -275,6 +281,7 @@ impl Worker<'_> {
                 tier: &st.tier,
                 faces,
                 timings_ms: TimingsOut {
+                    inference: ms(timings.inference),
                     detect: ms(timings.detect),
                     embed: ms(timings.embed),
                     swap: ms(timings.swap),

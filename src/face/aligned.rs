@@ -15,6 +15,8 @@ pub(crate) struct AlignedModel {
     /// The aligned crop of the last run.
     pub crop: RgbImage,
     tensor: Tensor,
+    /// Time the last run spent inside the inference engine.
+    pub last_inference: std::time::Duration,
 }
 
 impl AlignedModel {
@@ -34,6 +36,7 @@ impl AlignedModel {
             template: entry.template.unwrap_or(template),
             crop: RgbImage::new(w, h),
             tensor: Tensor::zeros(&[1, 3, h as usize, w as usize]),
+            last_inference: std::time::Duration::ZERO,
             entry,
         })
     }
@@ -54,7 +57,9 @@ impl AlignedModel {
         pack_nchw(&self.crop, self.entry.channels, &self.entry.norm, self.tensor.data_mut());
         let mut inputs = vec![(self.input_name.as_str(), &self.tensor)];
         inputs.extend_from_slice(extra);
+        let t = std::time::Instant::now();
         let out = self.session.run(&inputs).map_err(infer_err(&self.entry))?;
+        self.last_inference = t.elapsed();
         let contract = |message: String| FaceError::Contract { model: self.entry.name.clone(), message };
         let (_, t) = out.iter().next().ok_or_else(|| contract("no output".into()))?;
         if output_len.is_some_and(|n| n != t.len()) || t.is_empty() {

@@ -36,6 +36,11 @@ impl Enhancer {
         })
     }
 
+    /// Time the last run spent inside the inference engine.
+    pub fn last_inference(&self) -> std::time::Duration {
+        self.model.last_inference
+    }
+
     pub fn entry(&self) -> &ModelEntry {
         &self.model.entry
     }

@@ -18,6 +18,9 @@ pub struct StageTimings {
     /// The optional enhancer on each swapped face (warp, model, paste).
     pub enhance: Duration,
     pub total: Duration,
+    /// Of all the above, the time inside the inference engine; the rest is
+    /// pixel and bookkeeping work (letterbox, decode, NMS, align, paste).
+    pub inference: Duration,
 }
 
 /// What happened to one frame.
@@ -94,6 +97,7 @@ impl FusionPipeline {
         let detect = start.elapsed();
         let (swapped, mut t) = self.fuse(frame, &faces)?;
         t.detect = detect;
+        t.inference += self.detector.last_inference;
         t.total = start.elapsed();
         Ok(FrameReport { faces, swapped, timings: t })
     }
@@ -109,6 +113,7 @@ impl FusionPipeline {
             let s = Instant::now();
             for f in faces {
                 embeddings.push(self.recognizer.embed(frame, &f.landmarks)?);
+                t.inference += self.recognizer.last_inference();
             }
             t.embed = s.elapsed();
         }
@@ -123,12 +128,14 @@ impl FusionPipeline {
                 };
                 let p = Instant::now();
                 t.swap += p - s;
+                t.inference += self.swapper.last_inference();
                 self.swapper.paste(frame, &to_crop, self.settings.blend);
                 t.paste += p.elapsed();
                 if let Some(enhancer) = self.enhancer.as_mut() {
                     let e = Instant::now();
                     enhancer.enhance(frame, &faces[i].landmarks)?;
                     t.enhance += e.elapsed();
+                    t.inference += enhancer.last_inference();
                 }
                 swapped.push(i);
             }

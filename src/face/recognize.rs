@@ -48,6 +48,11 @@ impl Recognizer {
         Ok(Recognizer { model: AlignedModel::new(entry, model, None, Template::Arcface112V2)? })
     }
 
+    /// Time the last run spent inside the inference engine.
+    pub fn last_inference(&self) -> std::time::Duration {
+        self.model.last_inference
+    }
+
     pub fn entry(&self) -> &ModelEntry {
         &self.model.entry
     }

@@ -128,6 +128,11 @@ impl Swapper {
         extract_emap(&catalog.open_file(float)?)
     }
 
+    /// Time the last run spent inside the inference engine.
+    pub fn last_inference(&self) -> std::time::Duration {
+        self.model.last_inference
+    }
+
     pub fn entry(&self) -> &ModelEntry {
         &self.model.entry
     }

@@ -166,6 +166,7 @@ pub struct LinkSettings {
 /// A running MQTT session.
 pub struct Link {
     pub outbox: Arc<Outbox>,
+    /// Set when shutting down: errors are expected, nothing reconnects.
     stop: Arc<AtomicBool>,
     publisher: Option<JoinHandle<()>>,
     connection: Option<JoinHandle<()>>,
@@ -268,12 +269,14 @@ impl Link {
     /// Publishes what is queued (a final `stopped`, say), disconnects and
     /// waits up to `grace` for the threads.
     pub fn shutdown(mut self, grace: Duration) {
+        // The connection thread keeps driving the session until the
+        // DISCONNECT that follows the queued messages has gone out.
+        self.stop.store(true, Ordering::Relaxed);
         self.outbox.close();
         let deadline = Instant::now() + grace;
         if let Some(p) = self.publisher.take() {
             join_until(p, deadline);
         }
-        self.stop.store(true, Ordering::Relaxed);
         if let Some(c) = self.connection.take() {
             join_until(c, deadline);
         }

@@ -59,6 +59,26 @@ pub fn nv12_to_rgb(src: &[u8], dst: &mut RgbImage) -> Result<(), ConvertError> {
     Ok(())
 }
 
+/// Packed RGB to YUYV 4:2:2 (BT.601 limited range), the inverse of
+/// [`yuyv_to_rgb`] up to chroma subsampling: what a UVC camera would send
+/// for this picture. Used to emulate a camera in benchmarks and tests.
+pub fn rgb_to_yuyv(src: &RgbImage) -> Vec<u8> {
+    let f = |p: &[u8]| {
+        let (r, g, b) = (p[0] as f32, p[1] as f32, p[2] as f32);
+        let y = 16.0 + 0.257 * r + 0.504 * g + 0.098 * b;
+        let u = 128.0 - 0.148 * r - 0.291 * g + 0.439 * b;
+        let v = 128.0 + 0.439 * r - 0.368 * g - 0.071 * b;
+        (y, u, v)
+    };
+    let mut out = Vec::with_capacity(src.len() / 3 * 2);
+    for pair in src.chunks_exact(6) {
+        let ((y0, u0, v0), (y1, u1, v1)) = (f(&pair[..3]), f(&pair[3..]));
+        let q = |x: f32| x.round().clamp(0.0, 255.0) as u8;
+        out.extend_from_slice(&[q(y0), q((u0 + u1) / 2.0), q(y1), q((v0 + v1) / 2.0)]);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,6 +108,20 @@ mod tests {
         assert_eq!(a, b);
         assert!(a.get_pixel(0, 0)[0] > a.get_pixel(0, 0)[2], "left is red-ish");
         assert!(a.get_pixel(3, 0)[2] > a.get_pixel(3, 0)[0], "right is blue-ish");
+    }
+
+    #[test]
+    fn rgb_to_yuyv_round_trips_within_rounding() {
+        let img = RgbImage::from_fn(8, 4, |x, y| image::Rgb([(x * 30) as u8, (y * 60) as u8, 100]));
+        let mut back = RgbImage::new(8, 4);
+        yuyv_to_rgb(&rgb_to_yuyv(&img), &mut back).unwrap();
+        // Chroma is shared by pixel pairs, so compare pair means.
+        for (a, b) in img.chunks_exact(6).zip(back.chunks_exact(6)) {
+            for c in 0..3 {
+                let (ma, mb) = ((a[c] as i32 + a[c + 3] as i32) / 2, (b[c] as i32 + b[c + 3] as i32) / 2);
+                assert!((ma - mb).abs() <= 20, "{a:?} vs {b:?}");
+            }
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ mod resize;
 mod tensor;
 
 pub use affine::{estimate_similarity, warp_affine_into, Affine};
-pub use convert::{nv12_to_rgb, yuyv_to_rgb, ConvertError};
+pub use convert::{nv12_to_rgb, rgb_to_yuyv, yuyv_to_rgb, ConvertError};
 pub use draw::{draw_circle, draw_rect};
 pub use mask::{box_mask, gaussian_blur, paste_back, paste_region};
 pub use resize::{resize_into, Resizer};

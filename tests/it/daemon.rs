@@ -68,6 +68,8 @@ impl Drop for Mosquitto {
 struct Msg {
     topic: String,
     payload: Vec<u8>,
+    /// Delivered from the broker's retained store at subscription time.
+    retained: bool,
     at: Instant,
 }
 
@@ -101,7 +103,8 @@ impl Watcher {
             for event in connection.iter() {
                 match event {
                     Ok(Event::Incoming(Packet::Publish(p))) => {
-                        s.lock().unwrap().push(Msg { topic: p.topic, payload: p.payload.to_vec(), at: Instant::now() })
+                        let m = Msg { topic: p.topic, payload: p.payload.to_vec(), retained: p.retain, at: Instant::now() };
+                        s.lock().unwrap().push(m);
                     }
                     Ok(_) => {}
                     Err(_) => std::thread::sleep(Duration::from_millis(100)),
@@ -442,6 +445,9 @@ fn a_broker_outage_is_survived_states_come_back_before_online_and_capture_never_
     let w2 = Watcher::start(port, "fusiond/outage");
     let back = w2.wait("available", T, |m| m.payload == b"online");
     let outage = down.elapsed().as_secs_f64();
+    // The watcher subscribes within milliseconds of the restart, well before
+    // the daemon's next attempt (every 2 s), so it sees the live order.
+    assert!(!back.retained, "the watcher subscribed after the daemon reconnected; the order is unobservable");
     let msgs = w2.all();
     let states: Vec<&Msg> = msgs.iter().filter(|m| m.topic.ends_with("/state") && m.at <= back.at).collect();
     for feature in ["enabled", "quality", "blend", "selector", "frame_rate", "source"] {
@@ -532,4 +538,34 @@ fn real_v4l2_devices_stream_frames_when_present() {
             Err(e) => eprintln!("{}: not a usable capture node: {e}", dev.display()),
         }
     }
+}
+
+#[test]
+fn the_embedded_broker_routes_wildcards_keeps_retained_and_publishes_last_wills() {
+    let broker = fusiond::mqtt::Broker::start(([127, 0, 0, 1], 0).into()).unwrap();
+    let port = broker.addr().port();
+    let w = Watcher::start(port, "emb");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut options = MqttOptions::new("dying", "127.0.0.1", port);
+    options.set_last_will(rumqttc::LastWill::new("emb/available", "offline", QoS::AtLeastOnce, true));
+    let (client, mut connection) = Client::new(options, 16);
+    client.publish("emb/a/state", QoS::AtLeastOnce, true, "kept").unwrap();
+    client.publish("emb/b", QoS::AtMostOnce, false, "live").unwrap();
+    client.publish("other/c", QoS::AtMostOnce, false, "not for emb").unwrap();
+    let pump = std::thread::spawn(move || {
+        // Drive the session until it goes quiet, then drop it without
+        // DISCONNECT: a lost client.
+        while let Ok(Ok(_)) = connection.recv_timeout(Duration::from_millis(500)) {}
+    });
+    w.wait("b", T, |m| m.payload == b"live");
+    w.wait("a/state", T, |m| m.payload == b"kept");
+    pump.join().unwrap();
+    drop(client);
+    w.wait("available", T, |m| m.payload == b"offline");
+    assert!(w.all().iter().all(|m| !m.topic.starts_with("other/")));
+    // A newcomer gets the retained messages, flagged as retained.
+    let late = Watcher::start(port, "emb");
+    let kept = late.wait("a/state", T, |_| true);
+    assert!(kept.retained);
+    late.wait("available", T, |m| m.payload == b"offline" && m.retained);
 }

@@ -28,6 +28,9 @@ impl Default for DetectorSettings {
 
 /// A loaded detector with its preallocated letterbox canvas and input tensor.
 pub struct Detector {
+    /// Time the last detection spent inside the inference engine (the rest
+    /// is letterboxing, packing, decoding and NMS).
+    pub last_inference: std::time::Duration,
     entry: ModelEntry,
     session: Box<dyn Session>,
     input_name: String,
@@ -78,6 +81,7 @@ impl Detector {
             tensor: Tensor::zeros(&shape),
             candidates: Vec::new(),
             settings: DetectorSettings::default(),
+            last_inference: std::time::Duration::ZERO,
             entry,
         })
     }
@@ -101,10 +105,12 @@ impl Detector {
         pack_nchw(&self.canvas, self.entry.channels, &self.entry.norm, self.tensor.data_mut());
 
         let model = &self.entry.name;
+        let t = std::time::Instant::now();
         let outputs = self
             .session
             .run(&[(&self.input_name, &self.tensor)])
             .map_err(|source| FaceError::Infer { model: model.clone(), source })?;
+        self.last_inference = t.elapsed();
         let outs: Vec<&Tensor> = outputs.iter().map(|(_, t)| t).collect();
         self.candidates.clear();
         let (iw, ih, thr) = (dw as usize, dh as usize, self.settings.score_threshold);

@@ -1,0 +1,350 @@
+//! `fusiond bench-live`: what a 640×480 camera frame costs end to end, with
+//! 0, 1 and 2 faces, detector-only and with the swap. Part one times the
+//! still-frame work per stage (YUYV conversion, inference, the pixel work
+//! around it, JPEG, publishing through a real broker); part two runs the
+//! real daemon on an emulated 30 fps YUYV camera and reads its stats.
+
+use super::{load_image, ModelArgs};
+use crate::capture::{CaptureError, Frame, FrameSource};
+use crate::daemon::{self, encode_jpeg, Signals};
+use crate::face::{FusionPipeline, PipelineSettings, Selector};
+use crate::mqtt::{Broker, Link, LinkSettings, Outbox, Topics};
+use crate::vision::{rgb_to_yuyv, yuyv_to_rgb, Resizer, RgbImage};
+use anyhow::{anyhow, Context, Result};
+use rumqttc::{Client, Event, MqttOptions, Packet, QoS};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    models: ModelArgs,
+    /// Swapper model name.
+    #[arg(long)]
+    swapper: String,
+    /// A 640×480 frame with two faces.
+    #[arg(long)]
+    two: PathBuf,
+    /// A photo with one face (resized to 640×480).
+    #[arg(long)]
+    one: PathBuf,
+    /// Photo of the source identity.
+    #[arg(long)]
+    source: PathBuf,
+    /// Timed still-frame runs per scenario.
+    #[arg(long, default_value_t = 20)]
+    runs: usize,
+    /// Seconds of live daemon per scenario (0 skips part two).
+    #[arg(long, default_value_t = 6)]
+    seconds: u64,
+    /// Emulated camera rate for part two.
+    #[arg(long, default_value_t = 30.0)]
+    camera_fps: f32,
+}
+
+const W: u32 = 640;
+const H: u32 = 480;
+
+fn fit(img: &RgbImage) -> RgbImage {
+    let mut out = RgbImage::new(W, H);
+    Resizer::default().resize_into(img, &mut out, W, H);
+    out
+}
+
+/// A camera that sends the same YUYV picture at a fixed rate; each frame is
+/// converted as a V4L2 YUYV frame is.
+struct YuyvCamera {
+    yuyv: Arc<Vec<u8>>,
+    period: Duration,
+    due: Option<Instant>,
+}
+
+impl FrameSource for YuyvCamera {
+    fn name(&self) -> String {
+        "emulated-yuyv".into()
+    }
+
+    fn next_frame(&mut self, frame: &mut Frame) -> Result<(), CaptureError> {
+        let now = Instant::now();
+        let due = self.due.unwrap_or(now);
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+        self.due = Some(due.max(now) + self.period);
+        if frame.image.dimensions() != (W, H) {
+            frame.image = RgbImage::new(W, H);
+        }
+        yuyv_to_rgb(&self.yuyv, &mut frame.image)
+            .map_err(|e| CaptureError::Format { source_name: self.name(), message: e.to_string() })?;
+        frame.captured = SystemTime::now();
+        Ok(())
+    }
+}
+
+/// A subscriber that reports each message's arrival.
+fn subscribe(port: u16, filter: &str) -> Result<(Client, Receiver<(String, Vec<u8>, Instant)>)> {
+    let mut options = MqttOptions::new(format!("bench-{}", std::process::id()), "127.0.0.1", port);
+    options.set_max_packet_size(16 << 20, 16 << 20);
+    let (client, mut connection) = Client::new(options, 16);
+    client.subscribe(filter, QoS::AtMostOnce)?;
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for event in connection.iter() {
+            match event {
+                Ok(Event::Incoming(Packet::Publish(p))) => {
+                    if tx.send((p.topic, p.payload.to_vec(), Instant::now())).is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => return,
+            }
+        }
+    });
+    Ok((client, rx))
+}
+
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rfind(')').map_or("", |i| &stat[i + 2..]);
+    // Fields 14 and 15 (utime, stime) are 11 and 12 after the command name.
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let field = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as f64;
+    (field(11) + field(12)) / hz
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn p95(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() as f64 * 0.95).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let catalog = args.models.catalog()?;
+    let mut pipeline = FusionPipeline::new(
+        args.models.detector(&catalog)?,
+        args.models.recognizer(&catalog)?,
+        super::swapper(&catalog, Some(&args.swapper))?,
+        PipelineSettings { blend: 1.0, selector: Selector::Many },
+    );
+    let source = load_image(&args.source)?;
+    pipeline.set_source(&source, "--source")?;
+    let source_embedding = pipeline.source().cloned().context("source set")?;
+    let two = fit(&load_image(&args.two)?);
+    let one = fit(&load_image(&args.one)?);
+    let zero = RgbImage::from_fn(W, H, |x, y| image::Rgb([(x / 3) as u8, (y / 2) as u8, 128]));
+    let scenes = [("0 faces", &zero), ("1 face", &one), ("2 faces", &two)];
+
+    let broker = Broker::start(([127, 0, 0, 1], 0).into())?;
+    let port = broker.addr().port();
+    let topics = Topics::new("bench", "live")?;
+    let (_sub, arrivals) = subscribe(port, &topics.frame())?;
+    let settings = LinkSettings {
+        host: "127.0.0.1".into(),
+        port,
+        client_id: "bench-publisher".into(),
+        keep_alive: Duration::from_secs(15),
+        credentials: None,
+        tls_ca: None,
+        max_incoming: 1 << 20,
+        reconnect_max: Duration::from_secs(1),
+        client_queue: 16,
+    };
+    let outbox = Arc::new(Outbox::new(64));
+    let link = Link::start(&settings, topics.clone(), outbox.clone(), |_, _| {}).map_err(|e| anyhow!(e))?;
+    std::thread::sleep(Duration::from_millis(300));
+
+    println!(
+        "fusiond bench-live: {W}x{H}, detector {}, swapper {}, backend {}; {} runs per row, median ms",
+        pipeline.detector.entry().name,
+        args.swapper,
+        catalog.backend().name(),
+        args.runs
+    );
+    println!("part 1: one frame through every stage (detection on every frame; embedded broker on loopback)");
+    println!(
+        "  {:<22} {:>7} {:>9} {:>9} {:>7} {:>8} {:>9} {:>9} {:>8}",
+        "scenario", "yuyv", "inference", "pixelwork", "jpeg", "publish", "non-infer", "e2e", "e2e p95"
+    );
+    let mut rgb = RgbImage::new(W, H);
+    for (label, scene) in scenes {
+        let yuyv = rgb_to_yuyv(scene);
+        for swap in [false, true] {
+            if swap {
+                pipeline.set_source_embedding(source_embedding.clone())?;
+            } else {
+                pipeline.clear_source();
+            }
+            let mut cols: [Vec<f64>; 6] = Default::default();
+            let mut faces = 0;
+            for i in 0..=args.runs {
+                let t0 = Instant::now();
+                yuyv_to_rgb(&yuyv, &mut rgb)?;
+                let t1 = Instant::now();
+                let report = pipeline.process(&mut rgb)?;
+                let t2 = Instant::now();
+                let jpeg = encode_jpeg(&rgb, 80).map_err(|e| anyhow!(e))?;
+                let t3 = Instant::now();
+                outbox.push_frame(topics.frame(), jpeg);
+                let (_, _, arrived) = arrivals.recv_timeout(Duration::from_secs(5)).context("frame not delivered")?;
+                if i == 0 {
+                    faces = report.faces.len();
+                    continue; // warm-up
+                }
+                let ms = |d: Duration| d.as_secs_f64() * 1e3;
+                let inference = ms(report.timings.inference);
+                cols[0].push(ms(t1 - t0));
+                cols[1].push(inference);
+                cols[2].push(ms(t2 - t1) - inference);
+                cols[3].push(ms(t3 - t2));
+                cols[4].push(ms(arrived - t3));
+                cols[5].push(ms(arrived - t0));
+            }
+            let mut non_inference: Vec<f64> =
+                (0..args.runs).map(|i| cols[0][i] + cols[2][i] + cols[3][i] + cols[4][i]).collect();
+            let mode = if swap { "swap" } else { "detect" };
+            let e2e_p95 = p95(&mut cols[5].clone());
+            let m: Vec<f64> = cols.iter_mut().map(|c| median(c)).collect();
+            println!(
+                "  {:<22} {:>7.2} {:>9.2} {:>9.2} {:>7.2} {:>8.2} {:>9.2} {:>9.2} {:>8.2}",
+                format!("{label} ({faces} found), {mode}"),
+                m[0],
+                m[1],
+                m[2],
+                m[3],
+                m[4],
+                median(&mut non_inference),
+                m[5],
+                e2e_p95
+            );
+        }
+    }
+    println!("  pixelwork = letterbox, pack, decode, NMS, align, paste-back (pipeline time outside the engine)");
+    println!("  non-infer = yuyv + pixelwork + jpeg + publish");
+    link.shutdown(Duration::from_secs(2));
+
+    if args.seconds > 0 {
+        let names = [pipeline.detector.entry().name.clone(), pipeline.recognizer.entry().name.clone()];
+        drop(pipeline);
+        live(&args, &scenes, port, &names)?;
+    }
+    drop(broker);
+    Ok(())
+}
+
+/// Part two: the real daemon on an emulated camera, per scenario.
+fn live(args: &Args, scenes: &[(&str, &RgbImage); 3], port: u16, names: &[String; 2]) -> Result<()> {
+    println!(
+        "part 2: the daemon on an emulated {} fps YUYV camera, {} s per row (detect every 80 ms, frames at 5 fps)",
+        args.camera_fps, args.seconds
+    );
+    println!(
+        "  {:<18} {:>8} {:>8} {:>9} {:>11} {:>11} {:>6} {:>8}",
+        "scenario", "capture", "process", "dropped", "latency p50", "latency p95", "cpu %", "rss MB"
+    );
+    let dir = tempfile_dir()?;
+    let dirs: Vec<String> = args.models.dirs.iter().map(|d| format!("{:?}", d.display().to_string())).collect();
+    let models_dirs = if dirs.is_empty() {
+        std::env::var("FUSIOND_MODELS")
+            .map(|e| std::env::split_paths(&e).map(|d| format!("{:?}", d.display().to_string())).collect::<Vec<_>>())
+            .unwrap_or_else(|_| vec![format!("{:?}", super::DEFAULT_MODEL_DIR)])
+    } else {
+        dirs
+    };
+    let [detector, recognizer] = names;
+    for (label, scene) in scenes {
+        let yuyv = Arc::new(rgb_to_yuyv(scene));
+        for swap in [false, true] {
+            let config = dir.join("fusiond.toml");
+            let source = if swap { format!("{:?}", args.source.display().to_string()) } else { "\"\"".into() };
+            std::fs::write(
+                &config,
+                format!(
+                    "[models]\ndirs = [{}]\nramdisk = {:?}\n[[tier]]\nname = \"fast\"\nmodels = [{:?}, {:?}, {:?}]\n\
+                     [mqtt]\nhost = \"127.0.0.1\"\nport = {port}\ndevice_id = \"live\"\nprefix = \"bench\"\n\
+                     [pipeline]\nsource = {source}\nstate_dir = {:?}\nselector = \"many\"\nmax_source_bytes = 67108864\n\
+                     [output]\nstats_interval_s = {}\n",
+                    models_dirs.join(", "),
+                    dir.join("ramdisk").display().to_string(),
+                    detector,
+                    recognizer,
+                    args.swapper,
+                    dir.display().to_string(),
+                    args.seconds
+                ),
+            )?;
+            let (_sub, stats) = subscribe(port, "bench/live/stats")?;
+            let stop = Arc::new(AtomicBool::new(false));
+            let camera = YuyvCamera {
+                yuyv: yuyv.clone(),
+                period: Duration::from_secs_f32(1.0 / args.camera_fps),
+                due: None,
+            };
+            let cell = Mutex::new(Some(camera));
+            let factory: daemon::SourceFactory = Box::new(move || {
+                cell.lock()
+                    .ok()
+                    .and_then(|mut c| c.take())
+                    .map(|c| Box::new(c) as Box<dyn FrameSource>)
+                    .ok_or_else(|| CaptureError::Disconnected("emulated".into()))
+            });
+            let s = stop.clone();
+            let cpu0 = cpu_seconds();
+            let t0 = Instant::now();
+            let handle = std::thread::spawn(move || {
+                let reload = AtomicBool::new(false);
+                daemon::run(&config, Some(factory), &Signals { stop: &s, reload: &reload })
+            });
+            // The first stats come ~2 s in (after warm-up); the second
+            // covers a full interval of steady state.
+            let mut last = None;
+            let deadline = Instant::now() + Duration::from_secs(args.seconds * 2 + 30);
+            while Instant::now() < deadline {
+                if let Ok((_, payload, _)) = stats.recv_timeout(Duration::from_millis(200)) {
+                    let v: serde_json::Value = serde_json::from_slice(&payload)?;
+                    let steady = last.is_some();
+                    last = Some(v);
+                    if steady {
+                        break;
+                    }
+                }
+            }
+            let wall = t0.elapsed().as_secs_f64();
+            let cpu = (cpu_seconds() - cpu0) / wall * 100.0;
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            handle.join().map_err(|_| anyhow!("the daemon panicked"))??;
+            let v = last.context("no stats from the daemon")?;
+            let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+            let lat = &v["latency_ms"]["capture_to_publish"];
+            let captured = f("frames_captured");
+            println!(
+                "  {:<18} {:>8.1} {:>8.1} {:>8.0}% {:>11.1} {:>11.1} {:>6.0} {:>8.1}",
+                format!("{label}, {}", if swap { "swap" } else { "detect" }),
+                f("capture_fps"),
+                f("processed_fps"),
+                f("dropped_frames") / captured.max(1.0) * 100.0,
+                lat["p50_ms"].as_f64().unwrap_or(f64::NAN),
+                lat["p95_ms"].as_f64().unwrap_or(f64::NAN),
+                cpu,
+                f("rss_bytes") / 1e6
+            );
+        }
+    }
+    println!("  dropped = frames the camera delivered that were replaced before processing (newest frame wins)");
+    println!("  latency = capture to the frame's outputs being queued for MQTT; cpu % of one core, whole process");
+    Ok(())
+}
+
+fn tempfile_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("fusiond-bench-live-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
