@@ -283,11 +283,8 @@ fn live(args: &Args, scenes: &[(&str, &RgbImage); 3], port: u16, names: &[String
             )?;
             let (_sub, stats) = subscribe(port, "bench/live/stats")?;
             let stop = Arc::new(AtomicBool::new(false));
-            let camera = YuyvCamera {
-                yuyv: yuyv.clone(),
-                period: Duration::from_secs_f32(1.0 / args.camera_fps),
-                due: None,
-            };
+            let camera =
+                YuyvCamera { yuyv: yuyv.clone(), period: Duration::from_secs_f32(1.0 / args.camera_fps), due: None };
             let cell = Mutex::new(Some(camera));
             let factory: daemon::SourceFactory = Box::new(move || {
                 cell.lock()

@@ -117,24 +117,65 @@ pub fn paste_back(frame: &mut RgbImage, crop: &RgbImage, mask: &[f32], to_crop: 
     let blend = blend.clamp(0.0, 1.0);
     let stride = frame.width() as usize * 3;
     let buf: &mut [u8] = frame;
+    let (cwu, chu) = (cw as usize, ch as usize);
+    let (fw, fh) = (cw as f32, ch as f32);
+    let craw = crop.as_raw();
+    let cstride = cwu * 3;
+    let [dx_x, _, _, dy_x, _, _] = to_crop.0;
     for y in y1..y2 {
-        let (mut cx, mut cy) = to_crop.apply(x1 as f32, y as f32);
+        let (cx0, cy0) = to_crop.apply(x1 as f32, y as f32);
+        // The x range where the sample point lies strictly inside
+        // (-1, cw) × (-1, ch): outside it the mask is zero, so the frame
+        // stays bit-identical and nothing is sampled.
+        let (mut lo, mut hi) = (0f32, (x2 - x1) as f32);
+        for (start, step, limit) in [(cx0, dx_x, fw), (cy0, dy_x, fh)] {
+            if step.abs() < 1e-12 {
+                if start <= -1.0 || start >= limit {
+                    hi = -1.0;
+                }
+            } else {
+                let (a, b) = ((-1.0 - start) / step, (limit - start) / step);
+                lo = lo.max(a.min(b));
+                hi = hi.min(a.max(b));
+            }
+        }
+        if hi < lo {
+            continue;
+        }
+        let (xa, xb) = (x1 + (lo.floor().max(0.0) as u32), (x1 + hi.ceil() as u32 + 1).min(x2));
         let row = &mut buf[y as usize * stride..(y as usize + 1) * stride];
-        let (fw, fh) = (cw as f32, ch as f32);
-        for x in x1..x2 {
-            // Outside the crop the mask is zero: skip without sampling.
-            let inside = cx > -1.0 && cy > -1.0 && cx < fw && cy < fh;
-            let m =
-                if inside { sample_zero(mask, cw as usize, ch as usize, cx, cy).clamp(0.0, 1.0) * blend } else { 0.0 };
-            if m > 0.0 {
-                let v = sample_replicate(crop, cx, cy);
-                let px = &mut row[x as usize * 3..x as usize * 3 + 3];
-                for c in 0..3 {
-                    px[c] = super::to_u8(px[c] as f32 * (1.0 - m) + v[c] * m);
+        let (mut cx, mut cy) = to_crop.apply(xa as f32, y as f32);
+        for x in xa..xb {
+            let (fx, fy) = (cx.floor(), cy.floor());
+            let (x0, y0) = (fx as isize, fy as isize);
+            let px = &mut row[x as usize * 3..x as usize * 3 + 3];
+            if x0 >= 0 && y0 >= 0 && (x0 as usize) + 1 < cwu && (y0 as usize) + 1 < chu {
+                // Interior: mask and crop share the taps and the weights.
+                let (ax, ay) = (cx - fx, cy - fy);
+                let (w00, w01, w10, w11) = ((1.0 - ax) * (1.0 - ay), ax * (1.0 - ay), (1.0 - ax) * ay, ax * ay);
+                let mi = y0 as usize * cwu + x0 as usize;
+                let m = (mask[mi] * w00 + mask[mi + 1] * w01 + mask[mi + cwu] * w10 + mask[mi + cwu + 1] * w11)
+                    .clamp(0.0, 1.0)
+                    * blend;
+                if m > 0.0 {
+                    let ci = y0 as usize * cstride + x0 as usize * 3;
+                    let (t, b) = (&craw[ci..ci + 6], &craw[ci + cstride..ci + cstride + 6]);
+                    for c in 0..3 {
+                        let v = t[c] as f32 * w00 + t[c + 3] as f32 * w01 + b[c] as f32 * w10 + b[c + 3] as f32 * w11;
+                        px[c] = super::to_u8(px[c] as f32 * (1.0 - m) + v * m);
+                    }
+                }
+            } else if cx > -1.0 && cy > -1.0 && cx < fw && cy < fh {
+                let m = sample_zero(mask, cwu, chu, cx, cy).clamp(0.0, 1.0) * blend;
+                if m > 0.0 {
+                    let v = sample_replicate(crop, cx, cy);
+                    for c in 0..3 {
+                        px[c] = super::to_u8(px[c] as f32 * (1.0 - m) + v[c] * m);
+                    }
                 }
             }
-            cx += to_crop.0[0];
-            cy += to_crop.0[3];
+            cx += dx_x;
+            cy += dy_x;
         }
     }
 }

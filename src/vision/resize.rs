@@ -46,6 +46,13 @@ impl Resizer {
         }
         let (sstride, dstride) = (src.width() as usize * 3, dst.width() as usize * 3);
         let (s, d): (&[u8], &mut [u8]) = (src.as_raw(), dst);
+        // Same size: bilinear taps land on the pixels themselves; copy rows.
+        if (src.width(), src.height()) == (w, h) {
+            for (from, to) in s.chunks_exact(sstride).zip(d.chunks_exact_mut(dstride)) {
+                to[..sstride].copy_from_slice(from);
+            }
+            return;
+        }
         for (y, ty) in self.ys.iter().enumerate() {
             let r0 = &s[ty.i0 * sstride..(ty.i0 + 1) * sstride];
             let r1 = &s[ty.i1 * sstride..(ty.i1 + 1) * sstride];

@@ -33,15 +33,31 @@ fn channel_index(order: ChannelOrder, plane: usize) -> usize {
 /// Packs an RGB image into `out`, laid out as one NCHW sample (3 planes of
 /// `width × height`), in `order` and normalised.
 pub fn pack_nchw(img: &RgbImage, order: ChannelOrder, norm: &Normalization, out: &mut [f32]) {
+    pack_nchw_rows(img, img.height(), order, norm, out)
+}
+
+/// [`pack_nchw`] of the first `rows` rows only; the rest of `out` is left
+/// as it is (the detector's constant letterbox padding).
+pub fn pack_nchw_rows(img: &RgbImage, rows: u32, order: ChannelOrder, norm: &Normalization, out: &mut [f32]) {
     let plane = img.width() as usize * img.height() as usize;
     debug_assert_eq!(out.len(), plane * 3);
-    for c in 0..3 {
-        let src_c = channel_index(order, c);
+    let n = img.width() as usize * rows.min(img.height()) as usize;
+    // One table per output plane: 256 lookups replace a subtract and a
+    // multiply per value, and one pass over the pixels fills all planes.
+    let mut lut = [[0f32; 256]; 3];
+    for (c, table) in lut.iter_mut().enumerate() {
         let (mean, inv_std) = (norm.mean[c], 1.0 / norm.std[c]);
-        let dst = &mut out[c * plane..(c + 1) * plane];
-        for (d, px) in dst.iter_mut().zip(img.as_raw().chunks_exact(3)) {
-            *d = (px[src_c] as f32 - mean) * inv_std;
+        for (v, t) in table.iter_mut().enumerate() {
+            *t = (v as f32 - mean) * inv_std;
         }
+    }
+    let [s0, s1, s2] = [0, 1, 2].map(|c| channel_index(order, c));
+    let (p0, rest) = out.split_at_mut(plane);
+    let (p1, p2) = rest.split_at_mut(plane);
+    for (i, px) in img.as_raw()[..n * 3].chunks_exact(3).enumerate() {
+        p0[i] = lut[0][px[s0] as usize];
+        p1[i] = lut[1][px[s1] as usize];
+        p2[i] = lut[2][px[s2] as usize];
     }
 }
 

@@ -103,7 +103,8 @@ impl Watcher {
             for event in connection.iter() {
                 match event {
                     Ok(Event::Incoming(Packet::Publish(p))) => {
-                        let m = Msg { topic: p.topic, payload: p.payload.to_vec(), retained: p.retain, at: Instant::now() };
+                        let m =
+                            Msg { topic: p.topic, payload: p.payload.to_vec(), retained: p.retain, at: Instant::now() };
                         s.lock().unwrap().push(m);
                     }
                     Ok(_) => {}

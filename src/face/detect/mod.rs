@@ -9,7 +9,7 @@ use super::{infer_err, input_shapes, Face, FaceError, Result};
 use crate::catalog::Catalog;
 use crate::infer::{Model, Session, Tensor};
 use crate::manifest::{Contract, Kind, ModelEntry};
-use crate::vision::{pack_nchw, Resizer, RgbImage};
+use crate::vision::{pack_nchw_rows, Resizer, RgbImage};
 
 /// Detector tuning. Defaults follow FaceFusion.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -97,12 +97,17 @@ impl Detector {
         // Shrink (never enlarge) to fit, keeping the aspect ratio; top-left.
         let scale = (dw as f32 / w as f32).min(dh as f32 / h as f32).min(1.0);
         let (nw, nh) = (((w as f32 * scale) as u32).clamp(1, dw), ((h as f32 * scale) as u32).clamp(1, dh));
-        if self.filled != (nw, nh) {
+        // The padding below and right of the picture is constant: packed in
+        // full only when the picture's size changes, then row by row.
+        let rows = if self.filled != (nw, nh) {
             self.canvas.fill(0);
             self.filled = (nw, nh);
-        }
+            dh
+        } else {
+            nh
+        };
         self.resizer.resize_into(img, &mut self.canvas, nw, nh);
-        pack_nchw(&self.canvas, self.entry.channels, &self.entry.norm, self.tensor.data_mut());
+        pack_nchw_rows(&self.canvas, rows, self.entry.channels, &self.entry.norm, self.tensor.data_mut());
 
         let model = &self.entry.name;
         let t = std::time::Instant::now();
