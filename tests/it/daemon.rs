@@ -32,11 +32,16 @@ struct Mosquitto {
 
 impl Mosquitto {
     fn start(port: u16) -> Mosquitto {
+        Self::start_with(port, "allow_anonymous true\n")
+    }
+
+    /// `extra` is appended to the listener's configuration.
+    fn start_with(port: u16, extra: &str) -> Mosquitto {
         let dir = tempfile::tempdir().unwrap();
         let conf = dir.path().join("mosquitto.conf");
         std::fs::write(
             &conf,
-            format!("listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nmessage_size_limit 0\n"),
+            format!("user root\npersistence false\nmessage_size_limit 0\nlistener {port} 127.0.0.1\n{extra}"),
         )
         .unwrap();
         let child = Command::new("mosquitto")
@@ -222,10 +227,15 @@ struct Daemon {
 
 impl Daemon {
     fn spawn(config: &Path) -> Daemon {
+        Self::spawn_env(config, &[])
+    }
+
+    fn spawn_env(config: &Path, env: &[(&str, &Path)]) -> Daemon {
         let log = config.with_file_name("daemon.log");
         let child = Command::new(env!("CARGO_BIN_EXE_fusiond"))
             .args(["run", "--config"])
             .arg(config)
+            .envs(env.iter().map(|(k, v)| (*k, *v)))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -569,4 +579,79 @@ fn the_embedded_broker_routes_wildcards_keeps_retained_and_publishes_last_wills(
     let kept = late.wait("a/state", T, |_| true);
     assert!(kept.retained);
     late.wait("available", T, |m| m.payload == b"offline" && m.retained);
+}
+
+fn run_ok(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn tls_with_a_password_from_the_credentials_directory() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p = |name: &str| d.join(name);
+    run_ok(Command::new("openssl").args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]).args([
+        "-subj",
+        "/CN=fusiond test CA",
+        "-keyout",
+        p("ca.key").to_str().unwrap(),
+        "-out",
+        p("ca.crt").to_str().unwrap(),
+    ]));
+    run_ok(Command::new("openssl").args(["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1"]).args([
+        "-keyout",
+        p("server.key").to_str().unwrap(),
+        "-out",
+        p("server.csr").to_str().unwrap(),
+    ]));
+    std::fs::write(p("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    run_ok(Command::new("openssl").args(["x509", "-req", "-days", "1", "-CAcreateserial"]).args([
+        "-in",
+        p("server.csr").to_str().unwrap(),
+        "-CA",
+        p("ca.crt").to_str().unwrap(),
+        "-CAkey",
+        p("ca.key").to_str().unwrap(),
+        "-out",
+        p("server.crt").to_str().unwrap(),
+        "-extfile",
+        p("san.ext").to_str().unwrap(),
+    ]));
+    run_ok(Command::new("mosquitto_passwd").args(["-b", "-c", p("passwd").to_str().unwrap(), "fusiond", "s3cret"]));
+    let port = free_port();
+    let _broker = Mosquitto::start_with(
+        port,
+        &format!(
+            "allow_anonymous false\npassword_file {}\ncafile {}\ncertfile {}\nkeyfile {}\n",
+            p("passwd").display(),
+            p("ca.crt").display(),
+            p("server.crt").display(),
+            p("server.key").display()
+        ),
+    );
+    std::fs::create_dir(p("creds")).unwrap();
+    std::fs::write(p("creds/mqtt-password"), "s3cret\n").unwrap();
+    let extra = format!(
+        "[mqtt]\ntls = true\nca_file = \"{}\"\nusername = \"fusiond\"\npassword_file = \"mqtt-password\"\n",
+        p("ca.crt").display()
+    );
+    let config = write_config(d, port, "tls", "");
+    let text = std::fs::read_to_string(&config).unwrap().replace("[mqtt]\n", &extra);
+    std::fs::write(&config, text).unwrap();
+    let daemon = Daemon::spawn_env(&config, &[("CREDENTIALS_DIRECTORY", &p("creds"))]);
+    let deadline = Instant::now() + T;
+    loop {
+        let out = Command::new("mosquitto_sub")
+            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-u", "fusiond", "-P", "s3cret", "-C", "1", "-W", "5"])
+            .args(["--cafile", p("ca.crt").to_str().unwrap(), "-t", "fusiond/tls/available"])
+            .output()
+            .unwrap();
+        if out.stdout.starts_with(b"online") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no `online` over TLS; daemon log:\n{}", daemon.log());
+        std::thread::sleep(Duration::from_millis(300));
+    }
 }
