@@ -84,8 +84,11 @@ impl FrameSource for YuyvCamera {
     }
 }
 
+/// A received message: topic, payload, arrival time.
+type Arrival = (String, Vec<u8>, Instant);
+
 /// A subscriber that reports each message's arrival.
-fn subscribe(port: u16, filter: &str) -> Result<(Client, Receiver<(String, Vec<u8>, Instant)>)> {
+fn subscribe(port: u16, filter: &str) -> Result<(Client, Receiver<Arrival>)> {
     let mut options = MqttOptions::new(format!("bench-{}", std::process::id()), "127.0.0.1", port);
     options.set_max_packet_size(16 << 20, 16 << 20);
     let (client, mut connection) = Client::new(options, 16);
