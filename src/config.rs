@@ -190,7 +190,7 @@ impl Default for PipelineConfig {
             blend: 100.0,
             selector: "one".into(),
             source: String::new(),
-            state_dir: PathBuf::from("/var/lib/fusiond"),
+            state_dir: PathBuf::from("/var/lib/fusiond/state"),
             source_cache: 16,
             max_source_bytes: 8 * 1024 * 1024,
             max_source_pixels: 24_000_000,
@@ -229,6 +229,16 @@ pub struct Config {
     pub mqtt: MqttConfig,
     pub pipeline: PipelineConfig,
     pub output: OutputConfig,
+    pub debug: DebugConfig,
+}
+
+/// Switches for tests; never set on a production box.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DebugConfig {
+    /// Accept the `stall` command, which hangs the processing loop so the
+    /// systemd watchdog fires.
+    pub stall_command: bool,
 }
 
 impl Default for Config {
@@ -249,6 +259,7 @@ impl Default for Config {
             mqtt: MqttConfig::default(),
             pipeline: PipelineConfig::default(),
             output: OutputConfig::default(),
+            debug: DebugConfig::default(),
         }
     }
 }

@@ -34,6 +34,8 @@ pub enum Effect {
     Snapshot,
     /// Reread the configuration and models.
     Reload,
+    /// Stall the processing loop (watchdog tests only).
+    Stall,
     /// Publish on `error`; nothing changed.
     Error(CommandError),
 }
@@ -104,6 +106,7 @@ impl Control {
             Command::Source(src) => vec![Effect::SetSource(src)],
             Command::Snapshot => vec![Effect::Snapshot],
             Command::Reload => vec![Effect::Reload],
+            Command::Stall => vec![Effect::Stall],
         }
     }
 

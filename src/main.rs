@@ -24,7 +24,13 @@ fn main() -> ExitCode {
         1 => log::LevelFilter::Debug,
         _ => log::LevelFilter::Trace,
     };
-    let _ = log::set_boxed_logger(Box::new(StderrLog(level))).map(|()| log::set_max_level(level));
+    // Under systemd (JOURNAL_STREAM set) log straight to journald, with the
+    // level as PRIORITY and no timestamps; elsewhere plain lines on stderr.
+    let journal = std::env::var_os("JOURNAL_STREAM").is_some() && systemd::journal::JournalLog::init().is_ok();
+    if !journal {
+        let _ = log::set_boxed_logger(Box::new(StderrLog(level)));
+    }
+    log::set_max_level(level);
     match cli::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

@@ -10,7 +10,7 @@
 #   FUSIOND_PYTHON     that venv's python
 set -euo pipefail
 
-APT_PACKAGES=(pkg-config libclang-dev libsystemd-dev mosquitto mosquitto-clients openssl python3-venv ca-certificates)
+APT_PACKAGES=(pkg-config libclang-dev libsystemd-dev systemd mosquitto mosquitto-clients openssl python3-venv ca-certificates)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -10,10 +10,12 @@
 
 pub mod bank;
 mod camera;
+mod notify;
 mod stats;
 mod worker;
 
 pub use camera::{CameraEvent, Health, SourceFactory};
+pub use notify::Notifier;
 pub use worker::encode_jpeg;
 
 use crate::capture::{FrameSource, LatestFrame, SequenceSource, V4l2Settings, V4l2Source};
@@ -221,6 +223,9 @@ impl ControlLoop<'_> {
                 Effect::SetSource(src) => self.set_source(src),
                 Effect::SwitchTier(tier) => self.switch_tier(&tier, "quality"),
                 Effect::Reload => self.reload(),
+                Effect::Stall => {
+                    let _ = self.to_worker.send(ToWorker::Stall);
+                }
             }
         }
     }
@@ -342,6 +347,7 @@ fn limits(config: &Config) -> CommandLimits {
         max_image_pixels: config.pipeline.max_source_pixels,
         tiers: config.tier.iter().map(|t| t.name.clone()).collect(),
         max_frame_rate: config.output.max_frame_rate,
+        allow_stall: config.debug.stall_command,
     }
 }
 
@@ -457,9 +463,12 @@ fn run_connected(
     signals: &Signals,
 ) -> Result<()> {
     let started = Instant::now();
+    let notifier = Notifier::from_env();
+    notifier.status("checking staging");
     let store = Store::open(&config, Arc::new(TractBackend))?;
     let start_tier = config.models.start_tier.clone();
     log::info!("loading tier `{start_tier}`");
+    notifier.status(&format!("loading and warming tier {start_tier}"));
     let (models, degraded) = match store.activate(&start_tier).map_err(|e| anyhow!("no tier can load: {e}"))? {
         TierOutcome::Ready(m) => (m, None),
         TierOutcome::Degraded { models, reason, .. } => (models, Some(reason)),
@@ -523,6 +532,7 @@ fn run_connected(
         models,
         config,
     };
+    let degraded_reason = degraded.clone();
     if let Some(reason) = degraded {
         ctl.event(
             serde_json::json!({"event": "degraded", "wanted": start_tier, "tier": ctl.models.tier, "reason": reason}),
@@ -553,10 +563,12 @@ fn run_connected(
                 let (state, body) = match &event {
                     CameraEvent::Lost { reason } => {
                         log::warn!("camera lost: {reason}");
+                        notifier.status(&format!("degraded: camera lost: {reason}"));
                         (Some("camera_lost"), serde_json::json!({"event": "camera_lost", "reason": reason}))
                     }
                     CameraEvent::Back { after, attempts } => {
                         log::info!("camera back after {after:?} ({attempts} attempts)");
+                        notifier.status("running");
                         let ms = after.as_millis() as u64;
                         (
                             Some("streaming"),
@@ -580,7 +592,15 @@ fn run_connected(
         let (latest, outbox, topics, stats, beat, models) =
             (latest.clone(), outbox.clone(), topics.clone(), worker_stats.clone(), beat.clone(), ctl.models.clone());
         std::thread::Builder::new().name("worker".into()).spawn(move || {
-            let w = Worker { latest: &latest, outbox: &outbox, topics: &topics, stats: &stats, beat: &beat, started };
+            let w = Worker {
+                latest: &latest,
+                outbox: &outbox,
+                topics: &topics,
+                stats: &stats,
+                beat: &beat,
+                started,
+                notifier,
+            };
             let result = w.run(models, worker_config, worker_rx);
             // A worker that cannot run stops capture too: nothing would use it.
             latest.close();
@@ -591,8 +611,21 @@ fn run_connected(
     for effect in ctl.control.retained() {
         ctl.apply(vec![effect]);
     }
+    // Ready means models warm and the camera delivering.
+    notifier.status("waiting for the camera");
+    while capture_counters.frames.load(Ordering::Relaxed) == 0 && !signals.stop.load(Ordering::Relaxed) {
+        if worker.is_finished() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     outbox.push(Message::retained(topics.state("camera"), "streaming"));
     outbox.push(Message::retained(topics.available(), "online"));
+    notifier.ready();
+    notifier.status(&match &degraded_reason {
+        Some(reason) => format!("degraded: running tier {} ({reason})", ctl.models.tier),
+        None => format!("running tier {}", ctl.models.tier),
+    });
     log::info!("ready: tier `{}`, {:.0} ms after start", ctl.models.tier, started.elapsed().as_secs_f64() * 1e3);
 
     let stats_every = Duration::from_secs(ctl.config.output.stats_interval_s);
@@ -623,6 +656,7 @@ fn run_connected(
             break;
         }
     }
+    notifier.stopping();
     log::info!("stopping: closing the camera and draining the pipeline");
     stop_capture.store(true, Ordering::Relaxed);
     let _ = camera.join();

@@ -30,6 +30,8 @@ pub enum ToWorker {
         frame_rate: f32,
     },
     Snapshot,
+    /// Hang (watchdog tests): no more frames, no more watchdog pings.
+    Stall,
 }
 
 #[derive(Debug, Clone)]
@@ -106,6 +108,7 @@ pub struct Worker<'a> {
     /// the watchdog's proof of life.
     pub beat: &'a AtomicU64,
     pub started: Instant,
+    pub notifier: super::notify::Notifier,
 }
 
 struct State {
@@ -160,6 +163,12 @@ impl State {
                 self.config.selector = selector;
             }
             ToWorker::Snapshot => self.snapshot = true,
+            ToWorker::Stall => {
+                log::warn!("stall command: the processing loop stops; the watchdog should restart the daemon");
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
+            }
         }
     }
 }
@@ -188,11 +197,19 @@ impl Worker<'_> {
             selector: config.selector,
             frame_rate: config.frame_rate,
         });
+        // The watchdog is pinged from this loop, so a stuck pipeline stops
+        // the pings and systemd restarts the daemon.
+        let watchdog = self.notifier.watchdog_interval();
+        let mut pinged = Instant::now();
         loop {
             while let Ok(msg) = rx.try_recv() {
                 st.apply(msg);
             }
             self.beat.store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+            if watchdog.is_some_and(|every| pinged.elapsed() >= every) {
+                self.notifier.watchdog();
+                pinged = Instant::now();
+            }
             let Some(mut frame) = self.latest.take(Duration::from_millis(200)) else {
                 if self.latest.is_closed() {
                     return Ok(());

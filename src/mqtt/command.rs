@@ -26,6 +26,8 @@ pub enum Command {
     FrameRate(f32),
     Snapshot,
     Reload,
+    /// Stall the processing loop (tests of the systemd watchdog only).
+    Stall,
 }
 
 /// Why a command was refused, as published on `<base>/error`.
@@ -47,6 +49,8 @@ pub struct CommandLimits {
     pub tiers: Vec<String>,
     /// Highest `frame_rate`.
     pub max_frame_rate: f32,
+    /// Accept `stall` (`debug.stall_command`, for watchdog tests).
+    pub allow_stall: bool,
 }
 
 impl Default for CommandLimits {
@@ -56,6 +60,7 @@ impl Default for CommandLimits {
             max_image_pixels: 24_000_000,
             tiers: vec!["fast".into()],
             max_frame_rate: 30.0,
+            allow_stall: false,
         }
     }
 }
@@ -145,6 +150,7 @@ pub fn parse(feature: &str, payload: &[u8], limits: &CommandLimits) -> Result<Co
         "frame_rate" => Ok(Command::FrameRate(number(text(payload, &err)?, 0.0, limits.max_frame_rate, &err)?)),
         "snapshot" => Ok(Command::Snapshot),
         "reload" => Ok(Command::Reload),
+        "stall" if limits.allow_stall => Ok(Command::Stall),
         _ => Err(err(format!("unknown command; known: {}", super::topics::FEATURES.join(", ")))),
     }
 }

@@ -14,24 +14,24 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Daemons are CPU-heavy; on a 2-core box they run one at a time.
-fn serial() -> MutexGuard<'static, ()> {
+pub fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A real mosquitto on 127.0.0.1:`port`, killed on drop.
-struct Mosquitto {
+pub struct Mosquitto {
     child: Child,
-    port: u16,
+    pub port: u16,
     _dir: tempfile::TempDir,
 }
 
 impl Mosquitto {
-    fn start(port: u16) -> Mosquitto {
+    pub fn start(port: u16) -> Mosquitto {
         Self::start_with(port, "allow_anonymous true\n")
     }
 
@@ -70,34 +70,34 @@ impl Drop for Mosquitto {
 }
 
 #[derive(Clone, Debug)]
-struct Msg {
-    topic: String,
-    payload: Vec<u8>,
+pub struct Msg {
+    pub topic: String,
+    pub payload: Vec<u8>,
     /// Delivered from the broker's retained store at subscription time.
     retained: bool,
     at: Instant,
 }
 
 impl Msg {
-    fn text(&self) -> String {
+    pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.payload).into_owned()
     }
 
-    fn json(&self) -> serde_json::Value {
+    pub fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.payload)
             .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {}", self.topic, self.text()))
     }
 }
 
 /// A real MQTT client subscribed to everything under the device's base.
-struct Watcher {
+pub struct Watcher {
     client: Client,
     seen: Arc<Mutex<Vec<Msg>>>,
     base: String,
 }
 
 impl Watcher {
-    fn start(port: u16, base: &str) -> Watcher {
+    pub fn start(port: u16, base: &str) -> Watcher {
         let mut options = MqttOptions::new(format!("watcher-{}", free_port()), "127.0.0.1", port);
         options.set_max_packet_size(64 << 20, 64 << 20).set_keep_alive(Duration::from_secs(5));
         let (client, mut connection) = Client::new(options, 64);
@@ -120,7 +120,7 @@ impl Watcher {
         Watcher { client, seen, base: base.into() }
     }
 
-    fn send(&self, feature: &str, payload: impl Into<Vec<u8>>) {
+    pub fn send(&self, feature: &str, payload: impl Into<Vec<u8>>) {
         self.client.publish(format!("{}/{feature}/set", self.base), QoS::AtLeastOnce, false, payload).unwrap();
     }
 
@@ -157,16 +157,16 @@ impl Watcher {
         }
     }
 
-    fn wait(&self, leaf: &str, timeout: Duration, pred: impl Fn(&Msg) -> bool) -> Msg {
+    pub fn wait(&self, leaf: &str, timeout: Duration, pred: impl Fn(&Msg) -> bool) -> Msg {
         self.wait_from(0, leaf, timeout, pred)
     }
 }
 
-const T: Duration = Duration::from_secs(60);
+pub const T: Duration = Duration::from_secs(60);
 
 /// A config for the daemon in `dir`: shared detector and recogniser, a
 /// contract swapper, the shared camera frames, and the given broker port.
-fn write_config(dir: &Path, port: u16, device: &str, extra: &str) -> PathBuf {
+pub fn write_config(dir: &Path, port: u16, device: &str, extra: &str) -> PathBuf {
     let models = shared("models");
     let samples = shared("camera/two_people_pan");
     let source = shared("images/fr_obama.jpg");
@@ -220,8 +220,8 @@ stats_interval_s = 1
 }
 
 /// `fusiond run` as a child process, killed on drop; its log is kept.
-struct Daemon {
-    child: Child,
+pub struct Daemon {
+    pub child: Child,
     log: PathBuf,
 }
 
@@ -230,7 +230,7 @@ impl Daemon {
         Self::spawn_env(config, &[])
     }
 
-    fn spawn_env(config: &Path, env: &[(&str, &Path)]) -> Daemon {
+    pub fn spawn_env(config: &Path, env: &[(&str, &Path)]) -> Daemon {
         let log = config.with_file_name("daemon.log");
         let child = Command::new(env!("CARGO_BIN_EXE_fusiond"))
             .args(["run", "--config"])
@@ -249,11 +249,11 @@ impl Daemon {
         line.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
-    fn signal(&self, sig: nix::sys::signal::Signal) {
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), sig).unwrap();
     }
 
-    fn log(&self) -> String {
+    pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }

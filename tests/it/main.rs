@@ -7,4 +7,5 @@ mod daemon;
 mod face_core;
 mod int8;
 mod store;
+mod systemd;
 mod util;
