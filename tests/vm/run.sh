@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# Boot acceptance test: a Debian bookworm guest with systemd, udev, the vivid
+# V4L2 driver and mosquitto boots fusiond from its units (stage → daemon) on
+# qemu (TCG), and the host checks it over MQTT and a 9p command channel.
+#
+#   base image   mmdebstrap, cached in $CARGO_TARGET_DIR/vm keyed by the
+#                package list (about 3 minutes the first time)
+#   disk         mke2fs -d from the base plus this build's payload (no loop mount)
+#   guest        -accel tcg (the machine's /dev/kvm does not boot a stock kernel)
+#   channel      hostfwd 127.0.0.1:$PORT → guest 1883; 9p share `share` where a
+#                guest agent runs cmd/*.sh and leaves *.out and *.rc
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. tests/setup.sh >/dev/null
+bash tests/vm/host-tools.sh
+
+shared="${FUSIOND_SHARED:-$(cd .. && pwd)/shared}"
+work="$CARGO_TARGET_DIR/vm"
+mkdir -p "$work"
+pkgs="systemd systemd-sysv udev dbus kmod linux-image-amd64 initramfs-tools mosquitto v4l-utils iproute2 procps"
+base="$work/base-$(echo "$pkgs" | sha256sum | cut -c1-12).tar.zst"
+if [ ! -f "$base" ]; then
+    echo "vm: building the base image ($base)"
+    (cd /tmp && mmdebstrap --quiet --variant=apt --include="${pkgs// /,}" bookworm "$base.partial.tar.zst")
+    mv "$base.partial.tar.zst" "$base"
+fi
+
+# The test profile's binary (dependencies optimised): cargo test built it
+# already, so CI does not compile a release build just for this.
+cargo build --quiet
+run=$(mktemp -d "$work/run.XXXXXX")
+trap 'kill "$qemu_pid" 2>/dev/null || true; rm -rf "$run"' EXIT
+root="$run/rootfs"
+share="$run/share"
+mkdir -p "$root" "$share/cmd"
+tar -C "$root" --zstd -xf "$base"
+
+# --- payload: fusiond, its units, config and models ---
+install -m 0755 "$CARGO_TARGET_DIR/debug/fusiond" "$root/usr/bin/fusiond"
+install -m 0644 systemd/fusiond.service systemd/fusiond-stage.service "$root/usr/lib/systemd/system/"
+install -m 0644 systemd/fusiond.sysusers "$root/usr/lib/sysusers.d/fusiond.conf"
+install -m 0644 systemd/fusiond.tmpfiles "$root/usr/lib/tmpfiles.d/fusiond.conf"
+mkdir -p "$root/etc/systemd/system/multi-user.target.wants" "$root/etc/fusiond/conf.d" \
+    "$root/var/lib/fusiond/models" "$root/var/lib/fusiond/contract"
+for u in fusiond.service fusiond-stage.service; do
+    ln -sf "/usr/lib/systemd/system/$u" "$root/etc/systemd/system/multi-user.target.wants/$u"
+done
+cp "$shared/models/face_detection_yunet_2023mar.onnx" "$shared/models/arcface_fr_feature.onnx" "$root/var/lib/fusiond/models/"
+"$FUSIOND_PYTHON" models/make_contract_models.py "$run/contract" >/dev/null
+cp "$run/contract/identity_swapper_128.onnx" "$run/contract/manifest.toml" "$root/var/lib/fusiond/contract/"
+install -m 0644 config/fusiond.toml "$root/etc/fusiond/fusiond.toml"
+cat > "$root/etc/fusiond/conf.d/50-vm.toml" <<'TOML'
+[models]
+dirs = ["/var/lib/fusiond/models", "/var/lib/fusiond/contract"]
+ramdisk_size_mib = 64
+
+[[tier]]
+name = "fast"
+models = ["yunet_2023mar", "arcface_fr", "identity_swapper"]
+
+[camera]
+source = "v4l2"
+device = "/dev/video0"
+
+[mqtt]
+host = "127.0.0.1"
+device_id = "vm"
+
+[output]
+stats_interval_s = 5
+
+[debug]
+stall_command = true
+TOML
+# The user and directories exist from the image on (systemd-sysusers only
+# runs at boot when /etc needs an update).
+systemd-sysusers --root="$root" systemd/fusiond.sysusers >/dev/null
+systemd-tmpfiles --root="$root" --create systemd/fusiond.tmpfiles >/dev/null || true
+mkdir -p "$root/etc/systemd/system/fusiond.service.d"
+printf '[Service]\nWatchdogSec=10\n' > "$root/etc/systemd/system/fusiond.service.d/50-vm-test.conf"
+
+# --- the guest's own plumbing ---
+echo vm > "$root/etc/hostname"
+echo "/dev/vda / ext4 rw 0 1" > "$root/etc/fstab"
+echo vivid > "$root/etc/modules-load.d/vivid.conf"
+printf 'listener 1883 0.0.0.0\nallow_anonymous true\n' > "$root/etc/mosquitto/conf.d/vm.conf"
+mkdir -p "$root/etc/systemd/network"
+printf '[Match]\nName=en* eth*\n[Network]\nDHCP=yes\n' > "$root/etc/systemd/network/50-dhcp.network"
+ln -sf /usr/lib/systemd/system/systemd-networkd.service "$root/etc/systemd/system/multi-user.target.wants/"
+cat > "$root/usr/local/bin/vm-agent" <<'AGENT'
+#!/bin/sh
+# Runs the host's command files from the 9p share.
+mkdir -p /mnt/share
+mount -t 9p -o trans=virtio,version=9p2000.L share /mnt/share || exit 1
+while :; do
+    for f in /mnt/share/cmd/*.sh; do
+        [ -e "$f" ] || continue
+        sh "$f" > "$f.out" 2>&1; echo $? > "$f.rc"; mv "$f" "$f.done"
+    done
+    sleep 0.3
+done
+AGENT
+chmod 0755 "$root/usr/local/bin/vm-agent"
+printf '[Unit]\nDescription=VM test agent\n[Service]\nExecStart=/usr/local/bin/vm-agent\n[Install]\nWantedBy=multi-user.target\n' \
+    > "$root/etc/systemd/system/vm-agent.service"
+ln -sf /etc/systemd/system/vm-agent.service "$root/etc/systemd/system/multi-user.target.wants/"
+
+kernel=$(ls "$root"/boot/vmlinuz-* | head -1)
+initrd=$(ls "$root"/boot/initrd.img-* | head -1)
+cp "$kernel" "$run/vmlinuz"
+cp "$initrd" "$run/initrd"
+mke2fs -q -t ext4 -d "$root" "$run/disk.ext4" 1G
+rm -rf "$root"
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+echo "vm: booting (tcg, 2 vCPUs), broker forwarded to 127.0.0.1:$port"
+boot_start=$(date +%s.%N)
+qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 2048 -nographic -no-reboot \
+    -kernel "$run/vmlinuz" -initrd "$run/initrd" -append "root=/dev/vda rw console=ttyS0 quiet" \
+    -drive "file=$run/disk.ext4,format=raw,if=virtio" \
+    -virtfs "local,path=$share,mount_tag=share,security_model=none,id=share" \
+    -netdev "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:1883" -device virtio-net-pci,netdev=n0 \
+    > "$run/console.log" 2>&1 &
+qemu_pid=$!
+
+fail() {
+    echo "vm: FAILED: $*" >&2
+    echo "--- guest console (tail) ---" >&2
+    tail -40 "$run/console.log" >&2 || true
+    exit 1
+}
+n=0
+# Runs a shell command in the guest; prints its output; fails on non-zero.
+guest() {
+    n=$((n + 1))
+    local f="$share/cmd/$n.sh"
+    printf '%s\n' "$1" > "$f.tmp" && mv "$f.tmp" "$f"
+    for _ in $(seq 600); do
+        [ -e "$f.rc" ] && break
+        kill -0 "$qemu_pid" 2>/dev/null || fail "qemu exited"
+        sleep 0.5
+    done
+    [ -e "$f.rc" ] || fail "guest did not run: $1"
+    cat "$f.out"
+    [ "$(cat "$f.rc")" = 0 ] || fail "guest command failed: $1"
+}
+sub() { mosquitto_sub -h 127.0.0.1 -p "$port" "$@"; }
+wait_available() {
+    for _ in $(seq 400); do
+        [ "$(sub -C 1 -W 3 -t fusiond/vm/available 2>/dev/null || true)" = "$1" ] && return 0
+        kill -0 "$qemu_pid" 2>/dev/null || fail "qemu exited"
+        sleep 1
+    done
+    fail "available never became $1"
+}
+
+wait_available online
+ready_host=$(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $boot_start }")
+echo "vm: available=online ${ready_host}s after qemu started"
+
+for i in 1 2 3; do sub -C 1 -W 30 -t fusiond/vm/frame > "$run/frame$i.jpg"; done
+"$FUSIOND_PYTHON" - "$run" <<'PY'
+import sys, cv2
+for i in (1, 2, 3):
+    img = cv2.imread(f"{sys.argv[1]}/frame{i}.jpg")
+    assert img is not None, f"frame {i} is not a JPEG"
+    assert img.shape[:2] == (480, 640), f"frame {i} is {img.shape}"
+print("vm: 3 frames, valid 640x480 JPEGs")
+PY
+faces=$(sub -C 1 -W 30 -t fusiond/vm/faces)
+echo "$faces" | "$FUSIOND_PYTHON" -c 'import json,sys; f=json.load(sys.stdin)["faces"]; assert f == [], f; print("vm: faces reports 0 faces on the vivid test pattern")'
+
+show=$(guest "systemctl show fusiond -p Type -p ActiveState -p NRestarts")
+echo "$show" | grep -qx "Type=notify" || fail "$show"
+echo "$show" | grep -qx "ActiveState=active" || fail "$show"
+echo "$show" | grep -qx "NRestarts=0" || fail "$show"
+echo "vm: systemctl show fusiond: Type=notify, active, NRestarts=0"
+
+# The staging unit mounted a tmpfs and staged the models before the daemon.
+guest 'test "$(findmnt -n -o FSTYPE /run/fusiond/models)" = tmpfs && test -f /run/fusiond/models/.ready && ls /run/fusiond/models' \
+    | sed 's/^/vm: staged: /'
+guest 'a=$(systemctl show fusiond-stage -P ExecMainExitTimestampMonotonic); b=$(systemctl show fusiond -P ExecMainStartTimestampMonotonic); test "$a" -gt 0 && test "$a" -le "$b" && echo "stage exited at ${a}us, daemon started at ${b}us"' \
+    | sed 's/^/vm: /'
+guest 'while systemctl is-system-running | grep -q starting; do sleep 1; done; systemd-analyze time; echo "fusiond ready at $(systemctl show fusiond -P ActiveEnterTimestampMonotonic)us after boot"' \
+    | sed 's/^/vm: boot: /'
+
+guest "systemctl kill -s KILL fusiond"
+wait_available offline
+wait_available online
+guest "systemctl show fusiond -p NRestarts" | grep -qx "NRestarts=1" || fail "no restart after SIGKILL"
+echo "vm: SIGKILL -> restarted, online again (NRestarts=1)"
+
+mosquitto_pub -h 127.0.0.1 -p "$port" -t fusiond/vm/stall/set -m now
+for _ in $(seq 120); do
+    guest "systemctl show fusiond -p NRestarts" | grep -qx "NRestarts=2" && break
+    sleep 1
+done
+guest "journalctl -u fusiond --no-pager | grep -i 'watchdog timeout'" | tail -1 | sed 's/^/vm: /' \
+    || fail "no watchdog restart"
+wait_available online
+echo "vm: stalled pipeline -> watchdog restart (NRestarts=2), online again"
+guest "journalctl -u fusiond -o verbose --no-pager -n 200 | grep -m1 -E '^ +PRIORITY='" | sed 's/^/vm: journald fields: /'
+echo "vm: ok"
