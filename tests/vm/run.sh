@@ -2,6 +2,7 @@
 # Boot acceptance test: a Debian bookworm guest with systemd, udev, the vivid
 # V4L2 driver and mosquitto boots fusiond from its units (stage → daemon) on
 # qemu (TCG), and the host checks it over MQTT and a 9p command channel.
+# Under TCG one detection takes seconds, so the guest's WatchdogSec is 60.
 #
 #   base image   mmdebstrap, cached in $CARGO_TARGET_DIR/vm keyed by the
 #                package list (about 3 minutes the first time)
@@ -28,6 +29,7 @@ fi
 # The test profile's binary (dependencies optimised): cargo test built it
 # already, so CI does not compile a release build just for this.
 cargo build --quiet
+qemu_pid=""
 run=$(mktemp -d "$work/run.XXXXXX")
 trap 'kill "$qemu_pid" 2>/dev/null || true; rm -rf "$run"' EXIT
 root="$run/rootfs"
@@ -74,10 +76,10 @@ stall_command = true
 TOML
 # The user and directories exist from the image on (systemd-sysusers only
 # runs at boot when /etc needs an update).
-systemd-sysusers --root="$root" systemd/fusiond.sysusers >/dev/null
-systemd-tmpfiles --root="$root" --create systemd/fusiond.tmpfiles >/dev/null || true
+systemd-sysusers --root="$root" "$PWD/systemd/fusiond.sysusers" >/dev/null
+systemd-tmpfiles --root="$root" --create "$PWD/systemd/fusiond.tmpfiles" >/dev/null || true
 mkdir -p "$root/etc/systemd/system/fusiond.service.d"
-printf '[Service]\nWatchdogSec=10\n' > "$root/etc/systemd/system/fusiond.service.d/50-vm-test.conf"
+printf '[Service]\nWatchdogSec=60\n' > "$root/etc/systemd/system/fusiond.service.d/50-vm-test.conf"
 
 # --- the guest's own plumbing ---
 echo vm > "$root/etc/hostname"
@@ -126,14 +128,23 @@ qemu_pid=$!
 fail() {
     echo "vm: FAILED: $*" >&2
     echo "--- guest console (tail) ---" >&2
-    tail -40 "$run/console.log" >&2 || true
+    tail -20 "$run/console.log" >&2 || true
+    # The daemon's journal, when the agent still answers.
+    if kill -0 "$qemu_pid" 2>/dev/null; then
+        local f
+        f="$share/cmd/diag-$(date +%s%N).sh"
+        echo "journalctl -u fusiond -u fusiond-stage --no-pager -n 80; systemctl status fusiond --no-pager" > "$f"
+        for _ in $(seq 60); do [ -e "$f.rc" ] && break; sleep 0.5; done
+        echo "--- guest journal ---" >&2
+        cat "$f.out" >&2 2>/dev/null || true
+    fi
     exit 1
 }
-n=0
 # Runs a shell command in the guest; prints its output; fails on non-zero.
 guest() {
-    n=$((n + 1))
-    local f="$share/cmd/$n.sh"
+    # A unique name: guest runs in command substitutions (subshells) too.
+    local f
+    f="$share/cmd/$(date +%s%N).sh"
     printf '%s\n' "$1" > "$f.tmp" && mv "$f.tmp" "$f"
     for _ in $(seq 600); do
         [ -e "$f.rc" ] && break
@@ -158,7 +169,9 @@ wait_available online
 ready_host=$(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $boot_start }")
 echo "vm: available=online ${ready_host}s after qemu started"
 
-for i in 1 2 3; do sub -C 1 -W 30 -t fusiond/vm/frame > "$run/frame$i.jpg"; done
+for i in 1 2 3; do
+    sub -C 1 -W 120 -t fusiond/vm/frame > "$run/frame$i.jpg" || fail "no frame $i on fusiond/vm/frame"
+done
 "$FUSIOND_PYTHON" - "$run" <<'PY'
 import sys, cv2
 for i in (1, 2, 3):
@@ -167,7 +180,7 @@ for i in (1, 2, 3):
     assert img.shape[:2] == (480, 640), f"frame {i} is {img.shape}"
 print("vm: 3 frames, valid 640x480 JPEGs")
 PY
-faces=$(sub -C 1 -W 30 -t fusiond/vm/faces)
+faces=$(sub -C 1 -W 120 -t fusiond/vm/faces) || fail "no faces message"
 echo "$faces" | "$FUSIOND_PYTHON" -c 'import json,sys; f=json.load(sys.stdin)["faces"]; assert f == [], f; print("vm: faces reports 0 faces on the vivid test pattern")'
 
 show=$(guest "systemctl show fusiond -p Type -p ActiveState -p NRestarts")
