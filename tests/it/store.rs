@@ -66,6 +66,7 @@ fn staging_verifies_into_tmpfs_and_a_second_run_copies_nothing() {
     let c = config(&rd, 64, &[], &[FAST]);
     let first = stage(&c, &catalog(&c)).unwrap();
     assert!(fusiond::store::tmpfs::is_tmpfs(&rd.path()).unwrap());
+    assert!(fusiond::store::tmpfs::is_mount_point(&rd.path()).unwrap());
     assert_eq!(first.exit_code(), 0);
     assert!(first.bytes_copied > 8_000_000);
     assert!(first.report.iter().all(|f| f.action == "copied" && f.copy_mb_s.unwrap() > 0.0));
@@ -221,6 +222,20 @@ fn a_full_tmpfs_refuses_what_does_not_fit_with_the_sizes() {
     let why = report.tiers[1].reason.as_deref().unwrap();
     assert!(why.contains("MB more on the ramdisk but only") && why.contains("ramdisk_size_mib"), "{why}");
     assert!(!rd.path().join("scrfd_500m_bnkps.onnx").exists());
+}
+
+#[test]
+fn a_directory_on_another_tmpfs_gets_a_size_limited_tmpfs_of_its_own() {
+    // Like /run/fusiond/models on /run: already on a tmpfs, but not one
+    // with the ramdisk's size limit.
+    let rd = Ramdisk::new();
+    assert!(fusiond::store::tmpfs::ensure(&rd.path(), 16).unwrap(), "the outer tmpfs is mounted");
+    let inner = rd.path().join("models");
+    let mounted = fusiond::store::tmpfs::ensure(&inner, 4).unwrap();
+    let (_, total) = fusiond::store::tmpfs::space(&inner).unwrap();
+    let _ = nix::mount::umount(&inner);
+    assert!(mounted, "a directory on a tmpfs must get its own mount");
+    assert_eq!(total, 4 * 1024 * 1024, "the inner tmpfs has its own size limit");
 }
 
 fn hostile_safetensors(header_len: u64, header: &str) -> Vec<u8> {
