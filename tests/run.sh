@@ -32,3 +32,5 @@ cargo test
 echo "== onnxruntime agreement (pytest)"
 export FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond"
 "$FUSIOND_PYTHON" -m pytest -q tests/python
+echo "== VM boot test (tests/vm/run.sh: bookworm guest, vivid, mosquitto, the units)"
+bash tests/vm/run.sh

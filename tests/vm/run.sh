@@ -93,7 +93,9 @@ cat > "$root/usr/local/bin/vm-agent" <<'AGENT'
 #!/bin/sh
 # Runs the host's command files from the 9p share.
 mkdir -p /mnt/share
-mount -t 9p -o trans=virtio,version=9p2000.L share /mnt/share || exit 1
+until mountpoint -q /mnt/share; do
+    mount -t 9p -o trans=virtio,version=9p2000.L share /mnt/share || sleep 1
+done
 while :; do
     for f in /mnt/share/cmd/*.sh; do
         [ -e "$f" ] || continue
@@ -103,7 +105,7 @@ while :; do
 done
 AGENT
 chmod 0755 "$root/usr/local/bin/vm-agent"
-printf '[Unit]\nDescription=VM test agent\n[Service]\nExecStart=/usr/local/bin/vm-agent\n[Install]\nWantedBy=multi-user.target\n' \
+printf '[Unit]\nDescription=VM test agent\n[Service]\nExecStart=/usr/local/bin/vm-agent\nRestart=always\n[Install]\nWantedBy=multi-user.target\n' \
     > "$root/etc/systemd/system/vm-agent.service"
 ln -sf /etc/systemd/system/vm-agent.service "$root/etc/systemd/system/multi-user.target.wants/"
 
