@@ -178,11 +178,16 @@ fn serve(shared: &Shared, mut stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
     let mut buf = BytesMut::new();
-    let connect = match read_packet(&mut stream, &mut buf) {
+    let mut connect = match read_packet(&mut stream, &mut buf) {
         Ok(Packet::Connect(c)) => c,
         _ => return,
     };
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    // An empty client id asks the broker for a unique one (§3.1.3.1);
+    // mosquitto_sub and mosquitto_pub send one.
+    if connect.client_id.is_empty() {
+        connect.client_id = format!("auto-{id}");
+    }
     let (tx, rx) = sync_channel(CLIENT_QUEUE);
     let Ok(write_half) = stream.try_clone() else { return };
     let Ok(kill_half) = stream.try_clone() else { return };

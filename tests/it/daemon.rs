@@ -601,6 +601,21 @@ fn the_embedded_broker_routes_wildcards_keeps_retained_and_publishes_last_wills(
     drop(client);
     w.wait("available", T, |m| m.payload == b"offline");
     assert!(w.all().iter().all(|m| !m.topic.starts_with("other/")));
+    // Clients without a client id (mosquitto_sub, mosquitto_pub) get their
+    // own and do not take each other over.
+    let sub = Command::new("mosquitto_sub")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-C", "1", "-W", "20", "-t", "emb/cli"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("mosquitto_sub (apt install mosquitto-clients; tests/setup.sh does)");
+    std::thread::sleep(Duration::from_millis(500));
+    let pubbed = Command::new("mosquitto_pub")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-t", "emb/cli", "-m", "hello"])
+        .status()
+        .unwrap();
+    assert!(pubbed.success());
+    let out = sub.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "hello", "the subscriber was kicked or missed it");
     // A newcomer gets the retained messages, flagged as retained.
     let late = Watcher::start(port, "emb");
     let kept = late.wait("a/state", T, |_| true);
