@@ -99,7 +99,9 @@ done
 while :; do
     for f in /mnt/share/cmd/*.sh; do
         [ -e "$f" ] || continue
-        sh "$f" > "$f.out" 2>&1; echo $? > "$f.rc"; mv "$f" "$f.done"
+        # The exit status appears whole (renamed into place): the host reads
+        # it as soon as the file exists.
+        sh "$f" > "$f.out" 2>&1; echo $? > "$f.rc.tmp"; mv "$f" "$f.done"; mv "$f.rc.tmp" "$f.rc"
     done
     sleep 0.3
 done
