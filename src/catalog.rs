@@ -1,7 +1,7 @@
 //! Finds model files through one or more manifests, verifies their SHA-256,
 //! memory-maps them and hands the bytes to the inference backend.
 
-use crate::infer::{Backend, InferError, InputShape, Model};
+use crate::infer::{Backend, Engines, InferError, InputShape, Model};
 use crate::manifest::{Kind, Manifest, ManifestError, ModelEntry};
 use memmap2::Mmap;
 use sha2::{Digest, Sha256};
@@ -31,6 +31,12 @@ pub enum CatalogError {
 pub struct ModelFile {
     pub path: PathBuf,
     map: Mmap,
+}
+
+impl AsRef<[u8]> for ModelFile {
+    fn as_ref(&self) -> &[u8] {
+        &self.map
+    }
 }
 
 impl std::ops::Deref for ModelFile {
@@ -74,14 +80,14 @@ fn check_facefusion_hash(entry: &ModelEntry, path: &std::path::Path, bytes: &[u8
 /// The manifests of every model directory, searched in order.
 pub struct Catalog {
     manifests: Vec<Manifest>,
-    backend: Arc<dyn Backend>,
+    engines: Engines,
     verify: bool,
 }
 
 impl Catalog {
-    pub fn open(dirs: &[PathBuf], backend: Arc<dyn Backend>) -> Result<Catalog, CatalogError> {
+    pub fn open(dirs: &[PathBuf], engines: impl Into<Engines>) -> Result<Catalog, CatalogError> {
         let manifests = dirs.iter().map(|d| Manifest::for_dir(d)).collect::<Result<_, _>>()?;
-        Ok(Catalog { manifests, backend, verify: true })
+        Ok(Catalog { manifests, engines: engines.into(), verify: true })
     }
 
     /// Whether [`Catalog::open_file`] hashes files (default on). Staged
@@ -90,8 +96,13 @@ impl Catalog {
         self.verify = verify;
     }
 
-    pub fn backend(&self) -> &dyn Backend {
-        &*self.backend
+    pub fn engines(&self) -> &Engines {
+        &self.engines
+    }
+
+    /// The engine model `name` is loaded with.
+    pub fn backend(&self, name: &str) -> &dyn Backend {
+        self.engines.for_model(name)
     }
 
     fn entries(&self) -> impl Iterator<Item = (&Manifest, &ModelEntry)> {
@@ -156,10 +167,21 @@ impl Catalog {
 
     /// Verifies, maps and loads `entry` with the given fixed input shapes.
     pub fn load(&self, entry: &ModelEntry, inputs: &[InputShape]) -> Result<Arc<dyn Model>, CatalogError> {
-        let file = self.open_file(entry)?;
-        self.backend.load(&file, inputs).map_err(|source| CatalogError::Load {
+        let file = Arc::new(self.open_file(entry)?);
+        self.load_file(entry, file, inputs)
+    }
+
+    /// Loads an already opened (verified) file of `entry` on its engine.
+    pub fn load_file(
+        &self,
+        entry: &ModelEntry,
+        file: Arc<ModelFile>,
+        inputs: &[InputShape],
+    ) -> Result<Arc<dyn Model>, CatalogError> {
+        let path = file.path.clone();
+        self.backend(&entry.name).load(file, inputs).map_err(|source| CatalogError::Load {
             name: entry.name.clone(),
-            path: file.path.clone(),
+            path,
             source,
         })
     }

@@ -219,6 +219,123 @@ impl Default for OutputConfig {
     }
 }
 
+/// An inference engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// tract: pure Rust, in every build.
+    Tract,
+    /// ONNX Runtime, loaded at run time; needs a build with the `ort` feature.
+    Ort,
+}
+
+/// An ONNX Runtime execution provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    Tensorrt,
+    Cuda,
+    Cpu,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InferenceConfig {
+    /// Engine of every model that `engines` does not name.
+    pub engine: EngineKind,
+    /// Engine per model name, overriding `engine`.
+    pub engines: std::collections::BTreeMap<String, EngineKind>,
+    /// tract: threads per matrix product (1 runs on the calling thread).
+    pub tract_threads: usize,
+    pub ort: OrtConfig,
+}
+
+impl Default for InferenceConfig {
+    fn default() -> Self {
+        InferenceConfig {
+            engine: EngineKind::Tract,
+            engines: Default::default(),
+            tract_threads: 1,
+            ort: Default::default(),
+        }
+    }
+}
+
+impl InferenceConfig {
+    pub fn engine_for(&self, model: &str) -> EngineKind {
+        self.engines.get(model).copied().unwrap_or(self.engine)
+    }
+
+    /// Whether any model runs on ONNX Runtime.
+    pub fn uses_ort(&self) -> bool {
+        self.engine == EngineKind::Ort || self.engines.values().any(|e| *e == EngineKind::Ort)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OrtConfig {
+    /// The ONNX Runtime shared library (1.17 or newer), loaded at start.
+    pub library: PathBuf,
+    /// Execution providers in order of preference; the CPU provider always
+    /// runs what the others do not take.
+    pub providers: Vec<ProviderKind>,
+    /// A provider that fails to register fails the model load, instead of
+    /// falling back to the next provider (always logged and reported).
+    pub error_on_failure: bool,
+    /// CPU provider: threads per model run.
+    pub threads: usize,
+    /// CPU provider: the arena allocator (faster, keeps peak memory).
+    pub arena: bool,
+    pub cuda: CudaConfig,
+    pub tensorrt: TensorrtConfig,
+}
+
+impl Default for OrtConfig {
+    fn default() -> Self {
+        OrtConfig {
+            library: PathBuf::from("/usr/lib/libonnxruntime.so"),
+            providers: vec![ProviderKind::Cpu],
+            error_on_failure: false,
+            threads: 1,
+            arena: true,
+            cuda: CudaConfig::default(),
+            tensorrt: TensorrtConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CudaConfig {
+    pub device_id: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TensorrtConfig {
+    pub device_id: i32,
+    pub fp16: bool,
+    pub int8: bool,
+    /// Engine and timing caches. Persistent storage (never the model
+    /// ramdisk): building engines takes minutes on a Jetson.
+    pub cache_dir: PathBuf,
+    /// Builder workspace limit.
+    pub max_workspace_mib: u64,
+}
+
+impl Default for TensorrtConfig {
+    fn default() -> Self {
+        TensorrtConfig {
+            device_id: 0,
+            fp16: true,
+            int8: false,
+            cache_dir: PathBuf::from("/var/lib/fusiond/state/tensorrt"),
+            max_workspace_mib: 1024,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
@@ -229,6 +346,7 @@ pub struct Config {
     pub mqtt: MqttConfig,
     pub pipeline: PipelineConfig,
     pub output: OutputConfig,
+    pub inference: InferenceConfig,
     pub debug: DebugConfig,
 }
 
@@ -259,6 +377,7 @@ impl Default for Config {
             mqtt: MqttConfig::default(),
             pipeline: PipelineConfig::default(),
             output: OutputConfig::default(),
+            inference: InferenceConfig::default(),
             debug: DebugConfig::default(),
         }
     }
@@ -388,6 +507,26 @@ impl Config {
         }
         if !(o.max_frame_rate > 0.0 && o.max_frame_rate <= 120.0 && (0.0..=o.max_frame_rate).contains(&o.frame_rate)) {
             return bad("output: need 0 < max_frame_rate <= 120 and 0 <= frame_rate <= max_frame_rate".into());
+        }
+        let i = &self.inference;
+        if i.tract_threads == 0 || i.ort.threads == 0 {
+            return bad("inference: tract_threads and ort.threads must be > 0".into());
+        }
+        if let Some(name) = i.engines.keys().find(|n| !self.all_models().contains(&n.as_str())) {
+            return bad(format!("inference.engines names `{name}`, which no [[tier]] uses"));
+        }
+        if i.ort.providers.is_empty() {
+            return bad("inference.ort.providers is empty; list at least \"cpu\"".into());
+        }
+        let cache = &i.ort.tensorrt.cache_dir;
+        if i.ort.providers.contains(&ProviderKind::Tensorrt) && (!cache.is_absolute() || cache.starts_with(&m.ramdisk))
+        {
+            return bad(format!(
+                "inference.ort.tensorrt.cache_dir {} must be an absolute path on persistent storage, not under the \
+                 model ramdisk {}: engines take minutes to rebuild",
+                cache.display(),
+                m.ramdisk.display()
+            ));
         }
         Ok(())
     }

@@ -62,7 +62,7 @@ pub fn run(args: Args) -> Result<()> {
         args.image.display(),
         image.width(),
         image.height(),
-        catalog.backend().name(),
+        catalog.engines().describe(),
         args.runs
     );
     let mut rows = Vec::new();

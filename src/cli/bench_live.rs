@@ -169,7 +169,7 @@ pub fn run(args: Args) -> Result<()> {
         "fusiond bench-live: {W}x{H}, detector {}, swapper {}, backend {}; {} runs per row, median ms",
         pipeline.detector.entry().name,
         args.swapper,
-        catalog.backend().name(),
+        catalog.engines().describe(),
         args.runs
     );
     println!("part 1: one frame through every stage (detection on every frame; embedded broker on loopback)");

@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_live;
+mod bench_models;
 mod detect;
 mod run;
 mod store;
@@ -10,12 +11,12 @@ mod swap;
 mod tools;
 
 use crate::catalog::Catalog;
+use crate::config::{EngineKind, InferenceConfig};
 use crate::face::{largest_identity, Detector, MaskSettings, Recognizer, Selector, Swapper};
-use crate::infer::{Backend, TractBackend};
+use crate::infer::Engines;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// Where models live when neither --models nor FUSIOND_MODELS says.
 pub const DEFAULT_MODEL_DIR: &str = "/var/lib/fusiond/models";
@@ -53,6 +54,11 @@ pub enum Command {
     Load(store::LoadArgs),
     /// Validate a configuration without starting anything.
     CheckConfig(store::ConfigArgs),
+    /// Load every tier's models on their configured engines once, so TensorRT
+    /// engines are built and cached before the daemon's first start.
+    Warm(store::ConfigArgs),
+    /// Per-model latency, load time and memory: tract vs ONNX Runtime, FP32 vs INT8, 1 vs 2 threads.
+    BenchModels(bench_models::Args),
 }
 
 /// Model directories and detector choice shared by the subcommands.
@@ -75,6 +81,57 @@ pub struct ModelArgs {
     /// Recogniser model name (default: the first one present).
     #[arg(long)]
     pub recognizer: Option<String>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Inference engine choice for the one-shot commands.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EngineArgs {
+    /// Inference engine for every model.
+    #[arg(long, value_enum, default_value_t = EngineChoice::Tract)]
+    pub engine: EngineChoice,
+    /// ONNX Runtime library (--engine ort). Default: $FUSIOND_ORT_LIBRARY, else
+    /// the packaged config's inference.ort.library.
+    #[arg(long, value_name = "PATH")]
+    pub ort_library: Option<PathBuf>,
+    /// Threads per model run (tract: per matrix product; ort: intra-op).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineChoice {
+    Tract,
+    Ort,
+}
+
+impl EngineArgs {
+    pub fn inference(&self) -> InferenceConfig {
+        let mut c = InferenceConfig {
+            engine: match self.engine {
+                EngineChoice::Tract => EngineKind::Tract,
+                EngineChoice::Ort => EngineKind::Ort,
+            },
+            tract_threads: self.threads.max(1),
+            ..InferenceConfig::default()
+        };
+        c.ort.threads = self.threads.max(1);
+        c.ort.library = ort_library(self.ort_library.as_deref());
+        c
+    }
+
+    pub fn engines(&self) -> Result<Engines> {
+        Ok(Engines::from_config(&self.inference())?)
+    }
+}
+
+/// `explicit`, else $FUSIOND_ORT_LIBRARY, else the configured default.
+pub fn ort_library(explicit: Option<&Path>) -> PathBuf {
+    explicit
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("FUSIOND_ORT_LIBRARY").map(PathBuf::from))
+        .unwrap_or_else(|| InferenceConfig::default().ort.library)
 }
 
 fn parse_size(s: &str) -> Result<[u32; 2], String> {
@@ -94,8 +151,7 @@ impl ModelArgs {
         } else {
             vec![PathBuf::from(DEFAULT_MODEL_DIR)]
         };
-        let backend: Arc<dyn Backend> = Arc::new(TractBackend);
-        Ok(Catalog::open(&dirs, backend)?)
+        Ok(Catalog::open(&dirs, self.engine.engines()?)?)
     }
 
     pub fn detector(&self, catalog: &Catalog) -> Result<Detector> {
@@ -166,5 +222,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Stage(a) => store::stage_cmd(a),
         Command::Load(a) => store::load(a).map(|()| 0),
         Command::CheckConfig(a) => store::check_config(a).map(|()| 0),
+        Command::Warm(a) => store::warm(a).map(|()| 0),
+        Command::BenchModels(a) => bench_models::run(a).map(|()| 0),
     }
 }

@@ -1,5 +1,5 @@
 use crate::config::{Config, DEFAULT_PATH};
-use crate::infer::TractBackend;
+use crate::infer::{Engines, TractBackend};
 use crate::store::{stage, Store, TierOutcome};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
@@ -32,18 +32,26 @@ pub struct LoadArgs {
 
 pub fn check_config(args: ConfigArgs) -> Result<()> {
     let config = args.load()?;
-    let catalog = crate::catalog::Catalog::open(&config.models.dirs, Arc::new(TractBackend))?;
+    let catalog = crate::catalog::Catalog::open(&config.models.dirs, Arc::new(TractBackend::default()))?;
     for name in config.all_models() {
         catalog.entry(name).with_context(|| format!("a tier names model `{name}`"))?;
     }
-    println!("{}: ok ({} tier(s): {})", args.config.display(), config.tier.len(), config.all_models().join(", "));
+    // Loads the ONNX Runtime library when a model runs on it.
+    let engines = Engines::from_config(&config.inference)?;
+    println!(
+        "{}: ok ({} tier(s): {}; engine {})",
+        args.config.display(),
+        config.tier.len(),
+        config.all_models().join(", "),
+        engines.describe()
+    );
     Ok(())
 }
 
 /// Stages and returns the process exit code (0 all tiers usable, 2 some, 1 none).
 pub fn stage_cmd(args: ConfigArgs) -> Result<u8> {
     let config = args.load()?;
-    let catalog = crate::catalog::Catalog::open(&config.models.dirs, Arc::new(TractBackend))?;
+    let catalog = crate::catalog::Catalog::open(&config.models.dirs, Arc::new(TractBackend::default()))?;
     let report = stage(&config, &catalog)?;
     for f in &report.report {
         match (&f.error, f.copy_mb_s, f.hash_mb_s) {
@@ -83,9 +91,41 @@ fn since_process_start() -> Option<f64> {
     Some(uptime - start_ticks / hz as f64)
 }
 
+/// Loads every tier's models on their configured engines, so TensorRT's
+/// engine and timing caches are built before the first start.
+pub fn warm(args: ConfigArgs) -> Result<()> {
+    let config = args.load()?;
+    let store = Store::open(&config, Engines::from_config(&config.inference)?)?;
+    let mut failed = 0;
+    for name in config.all_models() {
+        let t = std::time::Instant::now();
+        match store.model(name) {
+            Ok(m) => {
+                let p = m.model.placement();
+                println!(
+                    "  {name:<24} {:>8.1} s  on {} {:?}{}",
+                    t.elapsed().as_secs_f64(),
+                    p.engine,
+                    p.providers,
+                    p.failed.iter().map(|f| format!("; {} FAILED: {}", f.provider, f.error)).collect::<String>()
+                );
+            }
+            Err(e) => {
+                failed += 1;
+                println!("  {name:<24} FAILED: {e}");
+            }
+        }
+    }
+    if config.inference.uses_ort() && config.inference.ort.providers.contains(&crate::config::ProviderKind::Tensorrt) {
+        println!("TensorRT caches: {}", config.inference.ort.tensorrt.cache_dir.display());
+    }
+    anyhow::ensure!(failed == 0, "{failed} model(s) could not be loaded");
+    Ok(())
+}
+
 pub fn load(args: LoadArgs) -> Result<()> {
     let config = args.config.load()?;
-    let store = Store::open(&config, Arc::new(TractBackend))?;
+    let store = Store::open(&config, Engines::from_config(&config.inference)?)?;
     let tier = args.tier.clone().unwrap_or_else(|| config.models.start_tier.clone());
     let (models, degraded) = match store.activate(&tier).map_err(anyhow::Error::msg)? {
         TierOutcome::Ready(m) => (m, None),
@@ -94,8 +134,11 @@ pub fn load(args: LoadArgs) -> Result<()> {
     let ready_s = since_process_start();
     let (rss, peak) = crate::store::loader_rss();
     if args.json {
-        let per_model: Vec<_> =
-            models.all().iter().map(|m| serde_json::json!({"name": m.entry.name, "timings": m.timings})).collect();
+        let per_model: Vec<_> = models
+            .all()
+            .iter()
+            .map(|m| serde_json::json!({"name": m.entry.name, "timings": m.timings, "placement": m.model.placement()}))
+            .collect();
         let out = serde_json::json!({
             "tier": models.tier, "degraded": degraded, "ready_s": ready_s,
             "rss_bytes": rss, "peak_rss_bytes": peak, "models": per_model,
@@ -107,8 +150,9 @@ pub fn load(args: LoadArgs) -> Result<()> {
         let t = &m.timings;
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         println!(
-            "  {:<22} {:>7.1} MB  map {:>6.1}  parse {:>6.1}  optimise {:>7.1}  plan {:>6.1}  warm-up {:>7.1} ms  rss +{:.1} MB",
+            "  {:<22} {:<5} {:>7.1} MB  map {:>6.1}  parse {:>6.1}  optimise {:>7.1}  plan {:>6.1}  warm-up {:>7.1} ms  rss +{:.1} MB",
             m.entry.name,
+            m.model.placement().engine,
             t.file_bytes as f64 / 1e6,
             ms(t.map),
             ms(t.backend.parse),

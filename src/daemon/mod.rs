@@ -22,7 +22,7 @@ use crate::capture::{FrameSource, LatestFrame, SequenceSource, V4l2Settings, V4l
 use crate::config::{CameraConfig, Config, SourceKind};
 use crate::control::{Control, Effect, Settings};
 use crate::face::{largest_identity, Detector, Embedding, Recognizer};
-use crate::infer::TractBackend;
+use crate::infer::Engines;
 use crate::mqtt::{Broker, CommandError, CommandLimits, Link, LinkSettings, Message, Outbox, SourceCommand, Topics};
 use crate::store::cache::Cache;
 use crate::store::{Store, TierModels, TierOutcome};
@@ -178,6 +178,8 @@ struct ControlLoop<'a> {
     to_worker: SyncSender<ToWorker>,
     /// The active source's label, for the source state.
     active_source: Option<String>,
+    /// Models whose failed execution providers were already reported.
+    reported_providers: std::collections::HashSet<String>,
     signals: &'a Signals<'a>,
 }
 
@@ -188,6 +190,34 @@ fn json(v: serde_json::Value) -> Vec<u8> {
 impl ControlLoop<'_> {
     fn event(&self, v: serde_json::Value) {
         self.outbox.push(Message::event(self.topics.events(), json(v)));
+    }
+
+    /// Every execution provider that the config asked for and that could
+    /// not be used, once per loaded model: loud in the log and on `events`,
+    /// because a silent fall back to the CPU is the failure users miss.
+    fn report_providers(&mut self) {
+        for m in self.models.all() {
+            let placement = m.model.placement();
+            if placement.failed.is_empty() || !self.reported_providers.insert(m.entry.name.clone()) {
+                continue;
+            }
+            for f in &placement.failed {
+                log::error!(
+                    "model `{}`: execution provider {} failed: {}; running on {:?} instead",
+                    m.entry.name,
+                    f.provider,
+                    f.error,
+                    placement.providers
+                );
+                self.event(serde_json::json!({
+                    "event": "provider_failed",
+                    "model": m.entry.name,
+                    "provider": f.provider,
+                    "error": f.error,
+                    "running_on": placement.providers,
+                }));
+            }
+        }
     }
 
     fn refuse(&self, command: &str, reason: String) {
@@ -289,6 +319,7 @@ impl ControlLoop<'_> {
                     Err(e) => return self.refuse(command, e.to_string()),
                 }
                 self.models = models.clone();
+                self.report_providers();
                 let _ = self.to_worker.send(ToWorker::Models(models.clone()));
                 if let Some(reason) = &degraded {
                     self.event(
@@ -319,7 +350,10 @@ impl ControlLoop<'_> {
         if config.camera != self.config.camera || config.mqtt != self.config.mqtt {
             log::warn!("reload: [camera] and [mqtt] changes take effect at the next restart");
         }
-        let store = match Store::open(&config, Arc::new(TractBackend)) {
+        let store = match Engines::from_config(&config.inference)
+            .map_err(|e| e.to_string())
+            .and_then(|engines| Store::open(&config, engines).map_err(|e| e.to_string()))
+        {
             Ok(s) => s,
             Err(e) => return self.refuse("reload", format!("{e}; still running on the previous models")),
         };
@@ -395,6 +429,11 @@ impl Counters {
     }
 }
 
+/// Whether loading runs TensorRT's engine builder.
+fn builds_engines(config: &Config) -> bool {
+    config.inference.uses_ort() && config.inference.ort.providers.contains(&crate::config::ProviderKind::Tensorrt)
+}
+
 /// Each model's load phases in milliseconds, and its memory cost.
 fn model_phases(models: &TierModels) -> serde_json::Value {
     let ms = |d: Duration| (d.as_secs_f64() * 1e4).round() / 10.0;
@@ -409,6 +448,7 @@ fn model_phases(models: &TierModels) -> serde_json::Value {
             "warmup_ms": ms(t.warmup),
             "file_bytes": t.file_bytes,
             "rss_delta_bytes": t.rss_delta_bytes,
+            "placement": m.model.placement(),
         })
     };
     models.all().iter().map(phases).collect()
@@ -465,10 +505,18 @@ fn run_connected(
     let started = Instant::now();
     let notifier = Notifier::from_env();
     notifier.status("checking staging");
-    let store = Store::open(&config, Arc::new(TractBackend))?;
+    let engines = Engines::from_config(&config.inference)?;
+    let store = Store::open(&config, engines.clone())?;
     let start_tier = config.models.start_tier.clone();
-    log::info!("loading tier `{start_tier}`");
-    notifier.status(&format!("loading and warming tier {start_tier}"));
+    log::info!("loading tier `{start_tier}` on {}", engines.describe());
+    if builds_engines(&config) {
+        // TensorRT builds an engine per model on first use (minutes on a
+        // Jetson) unless `fusiond warm` or an earlier start cached it.
+        outbox.push(Message::retained(topics.available(), "warming"));
+        notifier.status(&format!("building or loading TensorRT engines for tier {start_tier}"));
+    } else {
+        notifier.status(&format!("loading and warming tier {start_tier}"));
+    }
     let (models, degraded) = match store.activate(&start_tier).map_err(|e| anyhow!("no tier can load: {e}"))? {
         TierOutcome::Ready(m) => (m, None),
         TierOutcome::Degraded { models, reason, .. } => (models, Some(reason)),
@@ -528,10 +576,12 @@ fn run_connected(
         sources: Cache::new(config.pipeline.source_cache, u64::MAX),
         to_worker,
         active_source: None,
+        reported_providers: Default::default(),
         signals,
         models,
         config,
     };
+    ctl.report_providers();
     let degraded_reason = degraded.clone();
     if let Some(reason) = degraded {
         ctl.event(

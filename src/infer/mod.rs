@@ -4,10 +4,16 @@
 //! A [`Model`] is the shared, optimised plan (`Send + Sync`, load once). A
 //! [`Session`] is the per-thread mutable state that runs it.
 
+mod engines;
 pub mod onnx;
+#[cfg(feature = "ort")]
+mod ort;
 mod tensor;
 mod tract;
 
+pub use engines::{EngineError, Engines};
+#[cfg(feature = "ort")]
+pub use ort::{OrtBackend, OrtSettings};
 pub use tensor::Tensor;
 pub use tract::TractBackend;
 
@@ -23,6 +29,30 @@ pub struct LoadPhases {
     pub optimize: Duration,
     /// Building the runnable plan.
     pub plan: Duration,
+}
+
+/// Model file bytes, shared with the backend: an engine that can run on the
+/// bytes in place keeps them alive instead of copying the weights.
+pub type ModelBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+/// An execution provider that was asked for but could not be used.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ProviderFailure {
+    pub provider: String,
+    pub error: String,
+}
+
+/// Where a loaded model runs.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Placement {
+    /// Engine name (`tract`, `ort`).
+    pub engine: &'static str,
+    /// Execution providers that registered, in order; `cpu` for tract.
+    pub providers: Vec<String>,
+    /// Providers the config asked for that failed to register.
+    pub failed: Vec<ProviderFailure>,
+    /// Whether the engine runs on the file's bytes in place (weights resident once).
+    pub zero_copy: bool,
 }
 
 /// A model input as loaded: its name and the fixed shape it was planned for.
@@ -89,7 +119,7 @@ pub trait Backend: Send + Sync {
     /// Parses, types, optimises and plans `bytes` for the given fixed input
     /// shapes. Inputs not listed keep the shapes the file declares, which
     /// must then be fully static.
-    fn load(&self, bytes: &[u8], inputs: &[InputShape]) -> Result<Arc<dyn Model>>;
+    fn load(&self, bytes: ModelBytes, inputs: &[InputShape]) -> Result<Arc<dyn Model>>;
 }
 
 /// A loaded, optimised model. Shared between threads; each thread runs it
@@ -99,6 +129,7 @@ pub trait Model: Send + Sync {
     fn output_names(&self) -> &[String];
     fn session(&self) -> Result<Box<dyn Session>>;
     fn load_phases(&self) -> LoadPhases;
+    fn placement(&self) -> Placement;
 }
 
 /// Per-thread execution state of a [`Model`].

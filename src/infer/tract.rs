@@ -1,13 +1,28 @@
 //! tract-onnx backend: pure Rust, runs everywhere, executes INT8 QDQ graphs in f32.
 
-use super::{Backend, InferError, InputShape, InputSpec, LoadPhases, Model, Outputs, Result, Session, Tensor};
+use super::{
+    Backend, InferError, InputShape, InputSpec, LoadPhases, Model, ModelBytes, Outputs, Placement, Result, Session,
+    Tensor,
+};
 use std::sync::Arc;
+use tract_linalg::multithread::{multithread_tract_scope, Executor};
 use tract_onnx::pb;
 use tract_onnx::prelude::*;
 
 /// The default, pure-Rust engine.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct TractBackend;
+#[derive(Debug, Default, Clone)]
+pub struct TractBackend {
+    /// Thread pool for matrix products; `None` runs on the calling thread.
+    executor: Option<Executor>,
+}
+
+impl TractBackend {
+    /// An engine whose matrix products use `threads` threads (a private pool
+    /// shared by every model it loads); 1 runs on the caller's thread.
+    pub fn with_threads(threads: usize) -> Self {
+        TractBackend { executor: (threads > 1).then(|| Executor::multithread_with_name(threads, "tract")) }
+    }
+}
 
 struct TractModel {
     plan: Arc<TypedRunnableModel>,
@@ -15,6 +30,7 @@ struct TractModel {
     input_types: Vec<DatumType>,
     outputs: Arc<[String]>,
     phases: LoadPhases,
+    executor: Option<Executor>,
 }
 
 struct TractSession {
@@ -22,6 +38,7 @@ struct TractSession {
     inputs: Vec<InputSpec>,
     input_types: Vec<DatumType>,
     outputs: Arc<[String]>,
+    executor: Option<Executor>,
 }
 
 fn load_err(e: impl std::fmt::Display) -> InferError {
@@ -72,7 +89,8 @@ impl Backend for TractBackend {
         "tract"
     }
 
-    fn load(&self, bytes: &[u8], specs: &[InputShape]) -> Result<Arc<dyn Model>> {
+    fn load(&self, bytes: ModelBytes, specs: &[InputShape]) -> Result<Arc<dyn Model>> {
+        let bytes: &[u8] = (*bytes).as_ref();
         // Value infos are ignored because exported graphs often carry symbolic
         // batch dims that contradict the fixed shapes we impose; every input
         // shape therefore comes from `specs` or from a fully static declaration.
@@ -115,7 +133,7 @@ impl Backend for TractBackend {
         let optimized = start.elapsed();
         let plan = typed.into_runnable().map_err(load_err)?;
         let phases = LoadPhases { parse: parsed, optimize: optimized - parsed, plan: start.elapsed() - optimized };
-        Ok(Arc::new(TractModel { plan, inputs, input_types, outputs, phases }))
+        Ok(Arc::new(TractModel { plan, inputs, input_types, outputs, phases, executor: self.executor.clone() }))
     }
 }
 
@@ -132,12 +150,17 @@ impl Model for TractModel {
         self.phases
     }
 
+    fn placement(&self) -> Placement {
+        Placement { engine: "tract", providers: vec!["cpu".into()], failed: vec![], zero_copy: false }
+    }
+
     fn session(&self) -> Result<Box<dyn Session>> {
         Ok(Box::new(TractSession {
             state: TypedSimpleState::new(&self.plan).map_err(load_err)?,
             inputs: self.inputs.clone(),
             input_types: self.input_types.clone(),
             outputs: self.outputs.clone(),
+            executor: self.executor.clone(),
         }))
     }
 }
@@ -162,7 +185,12 @@ impl Session for TractSession {
                 if *dt == DatumType::F32 { tensor } else { tensor.cast_to_dt(*dt).map_err(run_err)?.into_owned() };
             values.push(tensor.into());
         }
-        let results = self.state.run(values).map_err(run_err)?;
+        let state = &mut self.state;
+        let results = match &self.executor {
+            Some(pool) => multithread_tract_scope(pool.clone(), || state.run(values)),
+            None => state.run(values),
+        }
+        .map_err(run_err)?;
         let tensors = results
             .into_iter()
             .map(|v| {

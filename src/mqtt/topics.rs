@@ -2,7 +2,7 @@
 //!
 //! | topic | direction | payload |
 //! |---|---|---|
-//! | `<base>/available` | out, retained | `starting`, `online`, `offline` (last will), `stopped` |
+//! | `<base>/available` | out, retained | `starting`, `warming`, `online`, `offline` (last will), `stopped` |
 //! | `<base>/frame` | out, QoS 0 | JPEG bytes |
 //! | `<base>/snapshot` | out | JPEG bytes |
 //! | `<base>/faces`, `stats`, `events`, `error` | out | JSON |

@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::face::{
     input_shapes, Detector, Enhancer, FaceError, FusionPipeline, MaskSettings, PipelineSettings, Recognizer, Swapper,
 };
-use crate::infer::{Backend, LoadPhases, Model, Tensor};
+use crate::infer::{Engines, LoadPhases, Model, Tensor};
 use crate::manifest::{Contract, Kind, ModelEntry};
 use serde::Serialize;
 use std::sync::{Arc, Mutex};
@@ -104,14 +104,15 @@ pub struct Store {
 impl Store {
     /// Opens the staged ramdisk when staging finished (its `.ready` marker is
     /// there); otherwise loads straight from the persistent directories.
-    pub fn open(config: &Config, backend: Arc<dyn Backend>) -> Result<Store, crate::catalog::CatalogError> {
+    pub fn open(config: &Config, engines: impl Into<Engines>) -> Result<Store, crate::catalog::CatalogError> {
+        let engines = engines.into();
         let ramdisk = &config.models.ramdisk;
         let staged = if ramdisk.join(READY).is_file() { StageReport::read(ramdisk) } else { None };
         let mut catalog = match &staged {
-            Some(_) => Catalog::open(std::slice::from_ref(ramdisk), backend)?,
+            Some(_) => Catalog::open(std::slice::from_ref(ramdisk), engines)?,
             None => {
                 log::warn!("{} holds no staged models; loading from {:?}", ramdisk.display(), config.models.dirs);
-                Catalog::open(&config.models.dirs, backend)?
+                Catalog::open(&config.models.dirs, engines)?
             }
         };
         catalog.set_verify(staged.is_none() || config.models.verify_on_load);
@@ -142,15 +143,10 @@ impl Store {
         let entry = self.catalog.entry(name)?.clone();
         let (rss_before, _) = rss();
         let t = Instant::now();
-        let file = self.catalog.open_file(&entry)?;
+        let file = Arc::new(self.catalog.open_file(&entry)?);
         let map = t.elapsed();
-        let model = self.catalog.backend().load(&file, &input_shapes(&entry)).map_err(|source| {
-            FaceError::Catalog(crate::catalog::CatalogError::Load {
-                name: name.into(),
-                path: file.path.clone(),
-                source,
-            })
-        })?;
+        let file_bytes = file.len() as u64;
+        let model = self.catalog.load_file(&entry, file, &input_shapes(&entry))?;
         let emap = match entry.contract {
             Contract::Inswapper => Some(Swapper::load_emap(&self.catalog, &entry)?),
             _ => None,
@@ -166,7 +162,7 @@ impl Store {
             map,
             backend: model.load_phases(),
             warmup,
-            file_bytes: file.len() as u64,
+            file_bytes,
             rss_delta_bytes: rss().0 as i64 - rss_before as i64,
         };
         let p = &timings.backend;

@@ -18,7 +18,7 @@ const PHOTOS: [&str; 6] = [
 ];
 
 fn catalog() -> Catalog {
-    Catalog::open(&[shared("models"), int8_models()], Arc::new(TractBackend)).unwrap()
+    Catalog::open(&[shared("models"), int8_models()], Arc::new(TractBackend::default())).unwrap()
 }
 
 #[test]

@@ -4,6 +4,8 @@
 mod capture;
 mod cli;
 mod daemon;
+#[cfg(feature = "ort")]
+mod engines;
 mod face_core;
 mod int8;
 mod store;

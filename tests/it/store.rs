@@ -55,7 +55,7 @@ fn config(rd: &Ramdisk, size_mib: u64, extra_dirs: &[&Path], tiers: &[(&str, &[&
 }
 
 fn catalog(c: &Config) -> fusiond::catalog::Catalog {
-    fusiond::catalog::Catalog::open(&c.models.dirs, Arc::new(TractBackend)).unwrap()
+    fusiond::catalog::Catalog::open(&c.models.dirs, Arc::new(TractBackend::default())).unwrap()
 }
 
 const FAST: (&str, &[&str]) = ("fast", &["scrfd_500m", "arcface_fr", "latent_color_swapper"]);
@@ -86,7 +86,7 @@ fn the_store_loads_warms_and_runs_a_staged_tier() {
     let rd = Ramdisk::new();
     let c = config(&rd, 64, &[], &[FAST]);
     stage(&c, &catalog(&c)).unwrap();
-    let store = Store::open(&c, Arc::new(TractBackend)).unwrap();
+    let store = Store::open(&c, Arc::new(TractBackend::default())).unwrap();
     let TierOutcome::Ready(models) = store.activate("fast").unwrap() else { panic!("fast tier degraded") };
     for m in models.all() {
         assert!(m.entry.file.starts_with(rd.path()), "{} loaded from outside the ramdisk", m.entry.name);
@@ -126,7 +126,7 @@ fn a_tier_with_an_enhancer_runs_it_on_every_swapped_face() {
         ("quality", &["scrfd_500m", "arcface_fr", "latent_color_swapper", "identity_enhancer"]);
     let c = config(&rd, 64, &[], &[FAST, quality]);
     stage(&c, &catalog(&c)).unwrap();
-    let store = Store::open(&c, Arc::new(TractBackend)).unwrap();
+    let store = Store::open(&c, Arc::new(TractBackend::default())).unwrap();
     let TierOutcome::Ready(models) = store.activate("quality").unwrap() else { panic!("quality degraded") };
     assert_eq!(models.enhancer.as_ref().unwrap().entry.name, "identity_enhancer");
     assert_eq!(models.all().len(), 4);
@@ -144,13 +144,13 @@ fn the_next_tier_preloads_in_the_background_when_configured() {
     c.models.start_tier = "fast".into();
     c.models.preload_next = true;
     stage(&c, &catalog(&c)).unwrap();
-    let store = Arc::new(Store::open(&c, Arc::new(TractBackend)).unwrap());
+    let store = Arc::new(Store::open(&c, Arc::new(TractBackend::default())).unwrap());
     assert!(matches!(store.activate("fast"), Ok(TierOutcome::Ready(_))));
     store.preload_next("fast").expect("a preload thread").join().unwrap();
     let cached = store.cached();
     assert!(cached.contains(&"yunet_2023mar".to_string()) && cached.contains(&"identity_swapper".to_string()));
     c.models.preload_next = false;
-    let store = Arc::new(Store::open(&c, Arc::new(TractBackend)).unwrap());
+    let store = Arc::new(Store::open(&c, Arc::new(TractBackend::default())).unwrap());
     assert!(store.preload_next("fast").is_none());
 }
 
@@ -186,7 +186,7 @@ fn corrupt_models_disable_only_their_tier_and_name_the_file() {
     assert!(why.contains("corrupt or tampered"), "{why}");
     assert!(!rd.path().join("bitflip.onnx").exists() && !rd.path().join(".bitflip.onnx.partial").exists());
     // The daemon side: asked for a broken tier, it runs the one below.
-    let store = Store::open(&c, Arc::new(TractBackend)).unwrap();
+    let store = Store::open(&c, Arc::new(TractBackend::default())).unwrap();
     match store.activate("t_bitflip").unwrap() {
         TierOutcome::Degraded { models, reason, .. } => {
             assert_eq!(models.tier, "fast");
@@ -203,7 +203,7 @@ fn a_file_that_is_not_onnx_fails_at_load_and_the_tier_below_runs() {
     bad_model(&bad, "notonnx", &shared("models/SHA256SUMS"), "arcface", None, |_| {});
     let c = config(&rd, 64, &[&bad], &[FAST, ("quality", &["scrfd_500m", "notonnx", "latent_color_swapper"])]);
     assert_eq!(stage(&c, &catalog(&c)).unwrap().exit_code(), 0, "its hash is right, so it stages");
-    let store = Store::open(&c, Arc::new(TractBackend)).unwrap();
+    let store = Store::open(&c, Arc::new(TractBackend::default())).unwrap();
     let Ok(TierOutcome::Degraded { models, reason, .. }) = store.activate("quality") else { panic!("not degraded") };
     assert_eq!(models.tier, "fast");
     assert!(reason.contains("notonnx") && reason.contains("cannot load model"), "{reason}");
@@ -271,7 +271,7 @@ fn hostile_safetensors_side_files_are_rejected_without_panicking() {
     std::fs::write(bad.join("hostile_swapper.emap.safetensors"), hostile_safetensors(u64::MAX, "{}")).unwrap();
     let c = config(&rd, 64, &[&bad], &[FAST, ("quality", &["scrfd_500m", "arcface_fr", "hostile_swapper"])]);
     stage(&c, &catalog(&c)).unwrap();
-    let store = Store::open(&c, Arc::new(TractBackend)).unwrap();
+    let store = Store::open(&c, Arc::new(TractBackend::default())).unwrap();
     let Ok(TierOutcome::Degraded { reason, .. }) = store.activate("quality") else { panic!("not degraded") };
     assert!(reason.contains("hostile_swapper"), "{reason}");
 }

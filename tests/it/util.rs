@@ -68,7 +68,7 @@ pub fn int8_models() -> PathBuf {
 }
 
 pub fn catalog() -> Catalog {
-    Catalog::open(&[shared("models"), contract_models()], Arc::new(TractBackend)).expect("catalog opens")
+    Catalog::open(&[shared("models"), contract_models()], Arc::new(TractBackend::default())).expect("catalog opens")
 }
 
 pub fn psnr(a: &[u8], b: &[u8]) -> f64 {

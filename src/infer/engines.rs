@@ -1,0 +1,107 @@
+//! Which engine runs which model, as the config's `[inference]` section says.
+
+use super::{Backend, TractBackend};
+use crate::config::{EngineKind, InferenceConfig};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(
+        "the config asks for the ONNX Runtime engine, but this fusiond was built without it; \
+         rebuild with `--features ort` or set inference.engine = \"tract\" and remove \"ort\" from inference.engines"
+    )]
+    NotBuilt,
+    #[error("cannot start ONNX Runtime: {0}")]
+    Ort(String),
+}
+
+/// The backends models are loaded with: one default, plus per-model choices.
+#[derive(Clone)]
+pub struct Engines {
+    default: Arc<dyn Backend>,
+    by_model: BTreeMap<String, Arc<dyn Backend>>,
+}
+
+impl<B: Backend + 'static> From<Arc<B>> for Engines {
+    fn from(backend: Arc<B>) -> Self {
+        Engines::only(backend)
+    }
+}
+
+impl From<Arc<dyn Backend>> for Engines {
+    fn from(backend: Arc<dyn Backend>) -> Self {
+        Engines::only(backend)
+    }
+}
+
+impl Engines {
+    /// Every model on `backend`.
+    pub fn only(backend: Arc<dyn Backend>) -> Self {
+        Engines { default: backend, by_model: BTreeMap::new() }
+    }
+
+    /// The engines `[inference]` names. ONNX Runtime is started (its library
+    /// loaded) only when some model uses it.
+    pub fn from_config(config: &InferenceConfig) -> Result<Self, EngineError> {
+        let tract: Arc<dyn Backend> = Arc::new(TractBackend::with_threads(config.tract_threads));
+        let ort = if config.uses_ort() { Some(ort_backend(config)?) } else { None };
+        let pick = |kind: EngineKind| match (kind, &ort) {
+            (EngineKind::Ort, Some(o)) => o.clone(),
+            _ => tract.clone(),
+        };
+        let by_model = config.engines.iter().map(|(name, kind)| (name.clone(), pick(*kind))).collect();
+        Ok(Engines { default: pick(config.engine), by_model })
+    }
+
+    pub fn for_model(&self, name: &str) -> &dyn Backend {
+        &**self.by_model.get(name).unwrap_or(&self.default)
+    }
+
+    /// `tract`, or e.g. `tract (ort: inswapper_128)` when models differ.
+    pub fn describe(&self) -> String {
+        let differ: Vec<String> = self
+            .by_model
+            .iter()
+            .filter(|(_, b)| b.name() != self.default.name())
+            .map(|(m, b)| format!("{}: {m}", b.name()))
+            .collect();
+        match differ.is_empty() {
+            true => self.default.name().to_string(),
+            false => format!("{} ({})", self.default.name(), differ.join(", ")),
+        }
+    }
+}
+
+#[cfg(feature = "ort")]
+fn ort_backend(config: &InferenceConfig) -> Result<Arc<dyn Backend>, EngineError> {
+    let settings = super::OrtSettings::from_config(&config.ort);
+    Ok(Arc::new(super::OrtBackend::new(settings).map_err(|e| EngineError::Ort(e.to_string()))?))
+}
+
+#[cfg(not(feature = "ort"))]
+fn ort_backend(_: &InferenceConfig) -> Result<Arc<dyn Backend>, EngineError> {
+    Err(EngineError::NotBuilt)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn models_follow_the_default_unless_named() {
+        let config = InferenceConfig::default();
+        let e = Engines::from_config(&config).unwrap();
+        assert_eq!(e.for_model("anything").name(), "tract");
+        assert_eq!(e.describe(), "tract");
+    }
+
+    #[cfg(not(feature = "ort"))]
+    #[test]
+    fn asking_for_ort_in_a_build_without_it_says_how_to_fix_it() {
+        let mut config = InferenceConfig::default();
+        config.engines.insert("inswapper_128".into(), EngineKind::Ort);
+        let err = Engines::from_config(&config).err().unwrap().to_string();
+        assert!(err.contains("--features ort"), "{err}");
+    }
+}

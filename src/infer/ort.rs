@@ -1,0 +1,418 @@
+//! ONNX Runtime backend (cargo feature `ort`). The library is opened at run
+//! time (`inference.ort.library`), so the binary builds offline and runs on
+//! whatever ONNX Runtime the box has: the CPU build, or CUDA and TensorRT on
+//! a Jetson. Any ONNX Runtime 1.17 or newer works: no `api-N` feature of the
+//! `ort` crate is enabled, and 1.17 is what it needs without one.
+//!
+//! Execution providers are registered one by one in the configured order;
+//! each failure is kept on the model's [`Placement`] (and logged), so the
+//! daemon can report it instead of falling back to the CPU in silence.
+
+use super::{
+    Backend, InferError, InputShape, InputSpec, LoadPhases, Model, ModelBytes, Outputs, Placement, ProviderFailure,
+    Result, Session, Tensor,
+};
+use crate::config::{OrtConfig, ProviderKind, TensorrtConfig};
+use ort::environment::Environment;
+use ort::ep::{self, ExecutionProviderDispatch};
+use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
+use ort::session::{Session as OrtSession, SessionInputValue};
+use ort::value::{TensorElementType, TensorRef, ValueType};
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// What the backend needs from `[inference.ort]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrtSettings {
+    pub library: PathBuf,
+    pub providers: Vec<ProviderKind>,
+    pub error_on_failure: bool,
+    pub threads: usize,
+    pub arena: bool,
+    pub cuda_device: i32,
+    pub tensorrt: TensorrtConfig,
+}
+
+impl OrtSettings {
+    pub fn from_config(c: &OrtConfig) -> Self {
+        OrtSettings {
+            library: c.library.clone(),
+            providers: c.providers.clone(),
+            error_on_failure: c.error_on_failure,
+            threads: c.threads,
+            arena: c.arena,
+            cuda_device: c.cuda.device_id,
+            tensorrt: c.tensorrt.clone(),
+        }
+    }
+
+    /// The CPU provider only, with `threads` threads.
+    pub fn cpu(library: &Path, threads: usize) -> Self {
+        let mut s = OrtSettings::from_config(&OrtConfig::default());
+        s.library = library.to_path_buf();
+        s.threads = threads.max(1);
+        s
+    }
+}
+
+/// One ONNX Runtime environment per process (the library allows no more),
+/// and one library: the first one opened successfully.
+static ENVIRONMENT: Mutex<Option<(PathBuf, Environment)>> = Mutex::new(None);
+
+fn environment(library: &Path) -> Result<Environment> {
+    let mut slot = ENVIRONMENT.lock().map_err(|_| InferError::Load("ONNX Runtime setup panicked earlier".into()))?;
+    if let Some((loaded, env)) = slot.as_ref() {
+        if loaded != library {
+            return Err(InferError::Load(format!(
+                "ONNX Runtime is already loaded from {}; a process can use only one library, not also {}",
+                loaded.display(),
+                library.display()
+            )));
+        }
+        return Ok(env.clone());
+    }
+    if !library.is_file() {
+        return Err(InferError::Load(format!(
+            "ONNX Runtime library {} does not exist; install ONNX Runtime 1.17 or newer and set \
+             inference.ort.library to its libonnxruntime.so",
+            library.display()
+        )));
+    }
+    let env = ort::init_from(library)
+        .map_err(|e| {
+            InferError::Load(format!(
+                "{e}; inference.ort.library must be libonnxruntime.so of ONNX Runtime 1.17 or newer"
+            ))
+        })?
+        .with_name("fusiond")
+        .with_telemetry(false)
+        .build()
+        .map_err(|e| InferError::Load(format!("cannot create the ONNX Runtime environment: {e}")))?;
+    *slot = Some((library.to_path_buf(), env.clone()));
+    Ok(env)
+}
+
+pub struct OrtBackend {
+    env: Environment,
+    settings: OrtSettings,
+}
+
+impl OrtBackend {
+    /// Opens the library now, so a missing or too old one is reported at
+    /// start and not at the first model.
+    pub fn new(settings: OrtSettings) -> Result<Self> {
+        let env = environment(&settings.library)?;
+        Ok(OrtBackend { env, settings })
+    }
+
+    fn provider(
+        &self,
+        kind: ProviderKind,
+        inputs: &[InputSpec],
+    ) -> std::result::Result<ExecutionProviderDispatch, String> {
+        Ok(match kind {
+            ProviderKind::Cpu => ep::CPU::default().with_arena_allocator(self.settings.arena).build(),
+            ProviderKind::Cuda => ep::CUDA::default().with_device_id(self.settings.cuda_device).build(),
+            ProviderKind::Tensorrt => {
+                let t = &self.settings.tensorrt;
+                std::fs::create_dir_all(&t.cache_dir)
+                    .map_err(|e| format!("cannot create the engine cache {}: {e}", t.cache_dir.display()))?;
+                let cache = t.cache_dir.display().to_string();
+                // Inputs are fixed at load, so one optimisation profile with
+                // min = opt = max serves them.
+                let shapes = inputs
+                    .iter()
+                    .map(|i| {
+                        let dims: Vec<String> = i.shape.iter().map(usize::to_string).collect();
+                        format!("{}:{}", i.name, dims.join("x"))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",");
+                ep::TensorRT::default()
+                    .with_device_id(t.device_id)
+                    .with_fp16(t.fp16)
+                    .with_int8(t.int8)
+                    .with_max_workspace_size((t.max_workspace_mib as usize) << 20)
+                    .with_engine_cache(true)
+                    .with_engine_cache_path(&cache)
+                    .with_timing_cache(true)
+                    .with_timing_cache_path(&cache)
+                    .with_profile_min_shapes(&shapes)
+                    .with_profile_opt_shapes(&shapes)
+                    .with_profile_max_shapes(&shapes)
+                    .build()
+            }
+        })
+    }
+
+    /// Registers the configured providers in order. Failures are collected;
+    /// with `error_on_failure` the first one ends the load.
+    fn register(
+        &self,
+        builder: &mut SessionBuilder,
+        inputs: &[InputSpec],
+    ) -> Result<(Vec<String>, Vec<ProviderFailure>)> {
+        let mut used = Vec::new();
+        let mut failed = Vec::new();
+        for &kind in &self.settings.providers {
+            let name = provider_name(kind);
+            match self.provider(kind, inputs).and_then(|p| p.register(builder).map_err(|e| e.to_string())) {
+                Ok(()) => used.push(name.to_string()),
+                Err(error) if self.settings.error_on_failure => {
+                    return Err(InferError::Load(format!(
+                        "execution provider {name} failed to register: {error}; it is required because \
+                         inference.ort.error_on_failure is set (unset it to fall back to the next provider)"
+                    )));
+                }
+                Err(error) => {
+                    log::error!("ONNX Runtime execution provider {name} failed to register: {error}");
+                    failed.push(ProviderFailure { provider: name.to_string(), error });
+                }
+            }
+        }
+        if !used.iter().any(|u| u == "cpu") {
+            used.push("cpu".into());
+        }
+        Ok((used, failed))
+    }
+}
+
+fn provider_name(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::Tensorrt => "tensorrt",
+        ProviderKind::Cuda => "cuda",
+        ProviderKind::Cpu => "cpu",
+    }
+}
+
+fn load_err(e: impl std::fmt::Display) -> InferError {
+    InferError::Load(e.to_string())
+}
+
+fn run_err(e: impl std::fmt::Display) -> InferError {
+    InferError::Run(e.to_string())
+}
+
+/// ORT-format files carry the flatbuffer identifier `ORTM` at offset 4.
+fn is_ort_format(bytes: &[u8]) -> bool {
+    bytes.get(4..8) == Some(b"ORTM")
+}
+
+/// Shape of a declared input: `None` when some dimension is symbolic.
+fn static_shape(dtype: &ValueType) -> Option<Vec<usize>> {
+    match dtype {
+        ValueType::Tensor { shape, .. } => {
+            shape.iter().map(|&d| usize::try_from(d).ok().filter(|d| *d > 0)).collect::<Option<Vec<_>>>()
+        }
+        _ => None,
+    }
+}
+
+/// Declared inputs: name, position and element type.
+fn declared(session: &OrtSession) -> Vec<(String, ValueType)> {
+    session.inputs().iter().map(|o| (o.name().to_string(), o.dtype().clone())).collect()
+}
+
+struct Shared {
+    // Declared before `_bytes`: the session may point into the bytes, so it
+    // is dropped first.
+    session: Mutex<OrtSession>,
+    _bytes: ModelBytes,
+}
+
+struct OrtModel {
+    shared: Arc<Shared>,
+    inputs: Vec<InputSpec>,
+    outputs: Arc<[String]>,
+    phases: LoadPhases,
+    placement: Placement,
+}
+
+struct OrtRun {
+    shared: Arc<Shared>,
+    inputs: Vec<InputSpec>,
+    outputs: Arc<[String]>,
+}
+
+impl Backend for OrtBackend {
+    fn name(&self) -> &'static str {
+        "ort"
+    }
+
+    fn load(&self, bytes: ModelBytes, specs: &[InputShape]) -> Result<Arc<dyn Model>> {
+        let start = Instant::now();
+        let raw: &[u8] = (*bytes).as_ref();
+        // Input names come from a first, provider-less look at the graph only
+        // when a provider needs them before the session exists (TensorRT's
+        // shape profile); the input specs are otherwise fixed below.
+        let probe_inputs = if self.settings.providers.contains(&ProviderKind::Tensorrt) {
+            let probe = OrtSession::builder(&self.env)
+                .map_err(load_err)?
+                .with_optimization_level(GraphOptimizationLevel::Disable)
+                .map_err(load_err)?
+                .commit_from_memory(raw)
+                .map_err(load_err)?;
+            resolve_inputs(&declared(&probe), specs)?
+        } else {
+            Vec::new()
+        };
+        let mut builder = OrtSession::builder(&self.env)
+            .map_err(load_err)?
+            .with_optimization_level(GraphOptimizationLevel::All)
+            .map_err(load_err)?
+            .with_intra_threads(self.settings.threads)
+            .map_err(load_err)?
+            .with_inter_threads(1)
+            .map_err(load_err)?;
+        let zero_copy = is_ort_format(raw);
+        if zero_copy {
+            // The session reads initializers straight from the mapped file;
+            // `Shared` keeps the mapping alive as long as the session.
+            builder = builder
+                .with_config_entry("session.use_ort_model_bytes_directly", "1")
+                .map_err(load_err)?
+                .with_config_entry("session.use_ort_model_bytes_for_initializers", "1")
+                .map_err(load_err)?;
+        }
+        let (providers, failed) = self.register(&mut builder, &probe_inputs)?;
+        let session = builder.commit_from_memory(raw).map_err(load_err)?;
+        let inputs = resolve_inputs(&declared(&session), specs)?;
+        for (name, dtype) in declared(&session) {
+            if !matches!(dtype, ValueType::Tensor { ty: TensorElementType::Float32, .. }) {
+                return Err(InferError::Load(format!(
+                    "input `{name}` is {dtype}; fusiond feeds float32 inputs (export the model with float32 inputs)"
+                )));
+            }
+        }
+        let outputs: Arc<[String]> = session.outputs().iter().map(|o| o.name().to_string()).collect();
+        // ONNX Runtime parses, optimises and plans in one call.
+        let phases = LoadPhases { optimize: start.elapsed(), ..LoadPhases::default() };
+        let placement = Placement { engine: "ort", providers, failed, zero_copy };
+        let shared = Arc::new(Shared { session: Mutex::new(session), _bytes: bytes });
+        Ok(Arc::new(OrtModel { shared, inputs, outputs, phases, placement }))
+    }
+}
+
+/// Fixes every input's shape: from `specs`, else from a fully static
+/// declaration.
+fn resolve_inputs(declared: &[(String, ValueType)], specs: &[InputShape]) -> Result<Vec<InputSpec>> {
+    for spec in specs {
+        if !declared.iter().enumerate().any(|(i, (n, _))| spec.matches(i, n)) {
+            return Err(InferError::UnknownInput {
+                name: format!("{:?}", spec.input),
+                available: declared.iter().map(|d| d.0.as_str()).collect::<Vec<_>>().join(", "),
+            });
+        }
+    }
+    declared
+        .iter()
+        .enumerate()
+        .map(|(ix, (name, dtype))| {
+            let shape = match specs.iter().find(|s| s.matches(ix, name)) {
+                Some(spec) => spec.shape.clone(),
+                None => static_shape(dtype).ok_or_else(|| {
+                    InferError::Load(format!(
+                        "input `{name}` has a dynamic shape; give it a fixed size in the manifest"
+                    ))
+                })?,
+            };
+            Ok(InputSpec { name: name.clone(), shape })
+        })
+        .collect()
+}
+
+impl Model for OrtModel {
+    fn inputs(&self) -> &[InputSpec] {
+        &self.inputs
+    }
+
+    fn output_names(&self) -> &[String] {
+        &self.outputs
+    }
+
+    fn load_phases(&self) -> LoadPhases {
+        self.phases
+    }
+
+    fn placement(&self) -> Placement {
+        self.placement.clone()
+    }
+
+    fn session(&self) -> Result<Box<dyn Session>> {
+        Ok(Box::new(OrtRun { shared: self.shared.clone(), inputs: self.inputs.clone(), outputs: self.outputs.clone() }))
+    }
+}
+
+/// Converts one output to f32, whatever numeric type the graph produces.
+fn to_f32(value: &ort::value::DynValue) -> Result<Tensor> {
+    macro_rules! cast {
+        ($t:ty) => {
+            if let Ok((shape, data)) = value.try_extract_tensor::<$t>() {
+                let shape: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+                let data: Vec<f32> = data.iter().map(|&v| v as f32).collect();
+                return Tensor::new(&shape, data).ok_or_else(|| run_err("output length does not match its shape"));
+            }
+        };
+    }
+    cast!(f32);
+    cast!(i64);
+    cast!(i32);
+    cast!(u8);
+    cast!(i8);
+    cast!(f64);
+    Err(run_err(format!("output of type {} cannot be read as numbers", value.dtype())))
+}
+
+impl Session for OrtRun {
+    fn run(&mut self, given: &[(&str, &Tensor)]) -> Result<Outputs> {
+        let mut values: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = Vec::with_capacity(self.inputs.len());
+        for spec in &self.inputs {
+            let t =
+                given.iter().find(|(n, _)| *n == spec.name).map(|(_, t)| *t).ok_or_else(|| {
+                    InferError::UnknownInput { name: spec.name.clone(), available: "(missing)".into() }
+                })?;
+            if t.shape() != spec.shape.as_slice() {
+                return Err(InferError::InputShape {
+                    name: spec.name.clone(),
+                    got: t.shape().to_vec(),
+                    want: spec.shape.clone(),
+                });
+            }
+            let shape: Vec<i64> = t.shape().iter().map(|&d| d as i64).collect();
+            let view = TensorRef::from_array_view((shape, t.data())).map_err(run_err)?;
+            values.push((Cow::Borrowed(spec.name.as_str()), view.into()));
+        }
+        let mut session = self.shared.session.lock().map_err(|_| run_err("an earlier run panicked"))?;
+        let results = session.run(values).map_err(run_err)?;
+        let tensors = self
+            .outputs
+            .iter()
+            .map(|name| {
+                let value = results.get(name).ok_or_else(|| run_err(format!("output `{name}` is missing")))?;
+                to_f32(value)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Outputs::new(self.outputs.clone(), tensors))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ort_format_is_recognised_by_its_identifier() {
+        assert!(is_ort_format(b"\x10\0\0\0ORTM\0\0"));
+        assert!(!is_ort_format(b"\x08\x07\x12\x04onnx"));
+        assert!(!is_ort_format(b"ORT"));
+    }
+
+    #[test]
+    fn a_missing_library_says_what_to_install() {
+        let err = OrtBackend::new(OrtSettings::cpu(Path::new("/nonexistent/libonnxruntime.so"), 1)).err().unwrap();
+        let msg = err.to_string();
+        assert!(msg.contains("inference.ort.library") && msg.contains("1.17"), "{msg}");
+    }
+}

@@ -1,0 +1,193 @@
+//! ONNX Runtime against tract on the same real models and photos: the same
+//! detections, embeddings and swaps; INT8 graphs; execution providers that
+//! fail to register; zero-copy ORT-format models. Runs against the
+//! libonnxruntime.so of the onnxruntime wheel that tests/setup.sh installs.
+
+use crate::util::{contract_models, image, int8_models, psnr, shared};
+use fusiond::catalog::Catalog;
+use fusiond::config::{InferenceConfig, ProviderKind};
+use fusiond::face::detect::iou;
+use fusiond::face::{
+    input_shapes, Detector, FusionPipeline, MaskSettings, PipelineSettings, Recognizer, Selector, Swapper,
+};
+use fusiond::infer::{Backend, Engines, OrtBackend, OrtSettings, Tensor, TractBackend};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+const PHOTOS: [&str; 5] =
+    ["fr_obama.jpg", "fr_biden.jpg", "fr_two_people.jpg", "fr_obama_and_biden.jpg", "skimage_astronaut.png"];
+
+/// The ONNX Runtime library: $FUSIOND_ORT_LIBRARY (tests/run.sh points it at
+/// the wheel's), or the newest libonnxruntime.so.* in the test venv.
+pub fn ort_library() -> PathBuf {
+    if let Some(p) = std::env::var_os("FUSIOND_ORT_LIBRARY") {
+        return PathBuf::from(p);
+    }
+    let python = std::env::var("FUSIOND_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = std::process::Command::new(&python)
+        .args(["-c", "import onnxruntime, glob, os; print(sorted(glob.glob(os.path.join(os.path.dirname(onnxruntime.__file__), 'capi', 'libonnxruntime.so*')))[-1])"])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()),
+        _ => panic!(
+            "no ONNX Runtime library: set FUSIOND_ORT_LIBRARY to libonnxruntime.so, or FUSIOND_PYTHON to a python \
+             with the onnxruntime wheel (tests/setup.sh installs one)"
+        ),
+    }
+}
+
+fn ort() -> Arc<OrtBackend> {
+    Arc::new(OrtBackend::new(OrtSettings::cpu(&ort_library(), 1)).expect("ONNX Runtime loads"))
+}
+
+fn catalogs() -> (Catalog, Catalog) {
+    let dirs = [shared("models"), contract_models(), int8_models()];
+    (Catalog::open(&dirs, Arc::new(TractBackend::default())).unwrap(), Catalog::open(&dirs, ort()).unwrap())
+}
+
+/// FP32 graphs agree closely. INT8 graphs do not compute the same thing on
+/// both engines (ONNX Runtime runs integer kernels with requantised
+/// activations, tract dequantises to f32), so they are held to the INT8
+/// quality bar of tests/it/int8.rs instead.
+#[test]
+fn both_engines_find_the_same_faces_fp32_and_int8() {
+    let (t, o) = catalogs();
+    for name in ["yunet_2023mar", "scrfd_500m", "yunet_2023mar_int8", "scrfd_500m_int8"] {
+        let int8 = name.ends_with("_int8");
+        let (min_iou, max_score, max_landmark) = if int8 { (0.9, 0.08, 0.06) } else { (0.97, 0.01, 0.01) };
+        let mut a = Detector::load(&t, Some(name), None).unwrap();
+        let mut b = Detector::load(&o, Some(name), None).unwrap();
+        for photo in PHOTOS {
+            let img = image(photo);
+            let (fa, fb) = (a.detect(&img).unwrap(), b.detect(&img).unwrap());
+            assert_eq!(fa.len(), fb.len(), "{name} on {photo}: tract {fa:?} vs ort {fb:?}");
+            for f in &fa {
+                let g = fb.iter().max_by(|x, y| iou(&f.bbox, &x.bbox).total_cmp(&iou(&f.bbox, &y.bbox))).unwrap();
+                let box_iou = iou(&f.bbox, &g.bbox);
+                let width = f.bbox[2] - f.bbox[0];
+                let lm = f
+                    .landmarks
+                    .iter()
+                    .zip(&g.landmarks)
+                    .map(|(p, q)| (p[0] - q[0]).hypot(p[1] - q[1]) / width)
+                    .fold(0.0, f32::max);
+                assert!(box_iou >= min_iou, "{name} on {photo}: box IoU {box_iou:.3} < {min_iou}");
+                assert!((f.score - g.score).abs() <= max_score, "{name} on {photo}: score {} vs {}", f.score, g.score);
+                assert!(lm <= max_landmark, "{name} on {photo}: landmarks differ by {lm:.3} of the box width");
+            }
+        }
+    }
+}
+
+#[test]
+fn both_engines_give_the_same_embeddings_fp32_and_int8() {
+    let (t, o) = catalogs();
+    let mut det = Detector::load(&t, Some("scrfd_500m"), None).unwrap();
+    for name in ["arcface_fr", "arcface_fr_int8"] {
+        let mut a = Recognizer::load(&t, Some(name)).unwrap();
+        let mut b = Recognizer::load(&o, Some(name)).unwrap();
+        for photo in PHOTOS {
+            let img = image(photo);
+            for f in det.detect(&img).unwrap() {
+                let cos = a.embed(&img, &f.landmarks).unwrap().cosine(&b.embed(&img, &f.landmarks).unwrap());
+                // INT8: the quality bar of tests/it/int8.rs (see above).
+                let floor = if name.ends_with("_int8") { 0.95 } else { 0.9999 };
+                assert!(cos >= floor, "{name} on {photo}: tract vs ort cosine {cos:.5} < {floor}");
+            }
+        }
+    }
+}
+
+#[test]
+fn both_engines_swap_to_the_same_pixels_with_the_contract_models() {
+    let (t, o) = catalogs();
+    let target = image("fr_two_people.jpg");
+    for swapper in ["identity_swapper", "latent_color_swapper", "identity_hyperswap"] {
+        let mut frames = Vec::new();
+        for c in [&t, &o] {
+            let mut p = FusionPipeline::new(
+                Detector::load(c, Some("scrfd_500m"), None).unwrap(),
+                Recognizer::load(c, Some("arcface_fr")).unwrap(),
+                Swapper::load(c, Some(swapper), MaskSettings::default()).unwrap(),
+                PipelineSettings { blend: 1.0, selector: Selector::Many },
+            );
+            p.set_source(&image("fr_biden.jpg"), "biden").unwrap();
+            let mut frame = target.clone();
+            let report = p.process(&mut frame).unwrap();
+            assert_eq!(report.swapped.len(), 2, "{swapper}: {report:?}");
+            frames.push(frame);
+        }
+        let db = psnr(&frames[0], &frames[1]);
+        eprintln!("{swapper}: tract vs ort swapped frame PSNR {db:.1} dB");
+        assert!(db >= 45.0, "{swapper}: tract and ort frames differ: PSNR {db:.1} dB < 45");
+        assert_ne!(frames[0], target, "{swapper} changed nothing");
+    }
+}
+
+/// A CPU-only ONNX Runtime cannot register TensorRT or CUDA: each failure is
+/// kept on the model (for the log and `events`), the model runs on the CPU,
+/// and `error_on_failure` turns the first failure into a load error.
+#[test]
+fn providers_that_fail_are_reported_and_error_on_failure_refuses_to_fall_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = InferenceConfig::default();
+    config.engine = fusiond::config::EngineKind::Ort;
+    config.ort.library = ort_library();
+    config.ort.providers = vec![ProviderKind::Tensorrt, ProviderKind::Cuda, ProviderKind::Cpu];
+    config.ort.tensorrt.cache_dir = tmp.path().join("trt");
+    let catalog = Catalog::open(&[shared("models")], Engines::from_config(&config).unwrap()).unwrap();
+    let entry = catalog.entry("arcface_fr").unwrap().clone();
+    let model = catalog.load(&entry, &input_shapes(&entry)).unwrap();
+    let placement = model.placement();
+    let failed: Vec<&str> = placement.failed.iter().map(|f| f.provider.as_str()).collect();
+    assert_eq!(failed, ["tensorrt", "cuda"], "{placement:?}");
+    assert!(placement.failed.iter().all(|f| !f.error.is_empty()));
+    assert_eq!(placement.providers, ["cpu"]);
+    assert!(tmp.path().join("trt").is_dir(), "the TensorRT cache dir is created on persistent storage");
+
+    config.ort.error_on_failure = true;
+    let catalog = Catalog::open(&[shared("models")], Engines::from_config(&config).unwrap()).unwrap();
+    let err = catalog.load(&entry, &input_shapes(&entry)).err().expect("load must fail").to_string();
+    assert!(err.contains("tensorrt") && err.contains("error_on_failure"), "{err}");
+}
+
+/// An ORT-format model runs on the mapped bytes in place and gives the same
+/// outputs as the ONNX file it was converted from.
+#[test]
+fn an_ort_format_model_is_used_in_place_and_matches_the_onnx_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let onnx = tmp.path().join("arcface.onnx");
+    std::fs::copy(shared("models/arcface_fr_feature.onnx"), &onnx).unwrap();
+    let python = std::env::var("FUSIOND_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = std::process::Command::new(&python)
+        .args(["-m", "onnxruntime.tools.convert_onnx_models_to_ort"])
+        .arg(&onnx)
+        .args(["--optimization_style", "Fixed"])
+        .output()
+        .expect("python runs");
+    assert!(out.status.success(), "ORT conversion failed: {}", String::from_utf8_lossy(&out.stderr));
+    let ort_file = tmp.path().join("arcface.ort");
+    assert!(ort_file.is_file(), "converter wrote no {}", ort_file.display());
+
+    let backend = ort();
+    let shapes = [fusiond::infer::InputShape::first(&[1, 3, 112, 112])];
+    let load = |path: &std::path::Path| backend.load(Arc::new(std::fs::read(path).unwrap()), &shapes).unwrap();
+    let (a, b) = (load(&onnx), load(&ort_file));
+    assert!(!a.placement().zero_copy && b.placement().zero_copy);
+    let input =
+        Tensor::new(&[1, 3, 112, 112], (0..3 * 112 * 112).map(|i| ((i % 255) as f32 - 127.5) / 128.0).collect())
+            .unwrap();
+    let name = a.inputs()[0].name.clone();
+    let run = |m: &Arc<dyn fusiond::infer::Model>| {
+        m.session().unwrap().run(&[(&name, &input)]).unwrap().iter().next().unwrap().1.clone()
+    };
+    let (x, y) = (run(&a), run(&b));
+    let max = x.data().iter().zip(y.data()).map(|(p, q)| (p - q).abs()).fold(0.0, f32::max);
+    assert!(max < 1e-3, "ORT-format outputs differ by {max}");
+}
+
+#[test]
+fn a_model_that_is_not_onnx_is_refused_with_a_clear_error() {
+    let err = ort().load(Arc::new(b"not a model at all".to_vec()), &[]).err().unwrap().to_string();
+    assert!(err.contains("cannot load model"), "{err}");
+}
