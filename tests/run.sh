@@ -23,12 +23,19 @@ echo "== INT8 models (models/quantize; INT8 vs FP32 on onnxruntime)"
 "$FUSIOND_PYTHON" models/quantize --models "$FUSIOND_SHARED/models" --photos "$FUSIOND_SHARED/images" \
     --out "$FUSIOND_INT8_MODELS" 2>&1 | grep -E "worst|->"
 
+# The ONNX Runtime engine's tests run against the wheel's own library.
+FUSIOND_ORT_LIBRARY="$("$FUSIOND_PYTHON" -c 'import glob, os, onnxruntime as o; print(sorted(glob.glob(os.path.join(os.path.dirname(o.__file__), "capi", "libonnxruntime.so.*")))[-1])')"
+export FUSIOND_ORT_LIBRARY
+
 echo "== cargo fmt --check"
 cargo fmt --check
-echo "== cargo clippy"
+echo "== cargo clippy (default features, then --features ort)"
 cargo clippy --all-targets --quiet -- -D warnings
-echo "== cargo test"
+cargo clippy --all-targets --quiet --features ort -- -D warnings
+echo "== cargo test (tract only: no ONNX Runtime code in the binary)"
 cargo test
+echo "== cargo test --features ort (ONNX Runtime $FUSIOND_ORT_LIBRARY)"
+cargo test --features ort
 echo "== onnxruntime agreement (pytest)"
 export FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond"
 "$FUSIOND_PYTHON" -m pytest -q tests/python

@@ -43,6 +43,9 @@ pub struct Args {
     /// Emulated camera rate for part two.
     #[arg(long, default_value_t = 30.0)]
     camera_fps: f32,
+    /// Write part one's medians as JSON here too.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 const W: u32 = 640;
@@ -178,6 +181,7 @@ pub fn run(args: Args) -> Result<()> {
         "scenario", "yuyv", "inference", "pixelwork", "jpeg", "publish", "non-infer", "e2e", "e2e p95"
     );
     let mut rgb = RgbImage::new(W, H);
+    let mut json_rows = Vec::new();
     for (label, scene) in scenes {
         let yuyv = rgb_to_yuyv(scene);
         for swap in [false, true] {
@@ -216,6 +220,11 @@ pub fn run(args: Args) -> Result<()> {
             let mode = if swap { "swap" } else { "detect" };
             let e2e_p95 = p95(&mut cols[5].clone());
             let m: Vec<f64> = cols.iter_mut().map(|c| median(c)).collect();
+            let non_infer = median(&mut non_inference);
+            json_rows.push(serde_json::json!({
+                "scenario": label, "faces": faces, "mode": mode, "yuyv": m[0], "inference": m[1],
+                "pixelwork": m[2], "jpeg": m[3], "publish": m[4], "non_infer": non_infer, "e2e": m[5], "e2e_p95": e2e_p95,
+            }));
             println!(
                 "  {:<22} {:>7.2} {:>9.2} {:>9.2} {:>7.2} {:>8.2} {:>9.2} {:>9.2} {:>8.2}",
                 format!("{label} ({faces} found), {mode}"),
@@ -224,7 +233,7 @@ pub fn run(args: Args) -> Result<()> {
                 m[2],
                 m[3],
                 m[4],
-                median(&mut non_inference),
+                non_infer,
                 m[5],
                 e2e_p95
             );
@@ -232,6 +241,10 @@ pub fn run(args: Args) -> Result<()> {
     }
     println!("  pixelwork = letterbox, pack, decode, NMS, align, paste-back (pipeline time outside the engine)");
     println!("  non-infer = yuyv + pixelwork + jpeg + publish");
+    if let Some(path) = &args.json {
+        let doc = serde_json::json!({"engine": catalog.engines().describe(), "rows": json_rows});
+        std::fs::write(path, doc.to_string()).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     link.shutdown(Duration::from_secs(2));
 
     if args.seconds > 0 {
@@ -241,6 +254,18 @@ pub fn run(args: Args) -> Result<()> {
     }
     drop(broker);
     Ok(())
+}
+
+/// The `[inference]` section that puts the daemon on the engine of `--engine`.
+fn inference_toml(e: &super::EngineArgs) -> String {
+    let c = e.inference();
+    let engine = if c.engine == crate::config::EngineKind::Ort { "ort" } else { "tract" };
+    format!(
+        "[inference]\nengine = \"{engine}\"\ntract_threads = {}\n[inference.ort]\nlibrary = {:?}\nthreads = {}\n",
+        c.tract_threads,
+        c.ort.library.display().to_string(),
+        c.ort.threads
+    )
 }
 
 /// Part two: the real daemon on an emulated camera, per scenario.
@@ -274,14 +299,15 @@ fn live(args: &Args, scenes: &[(&str, &RgbImage); 3], port: u16, names: &[String
                     "[models]\ndirs = [{}]\nramdisk = {:?}\n[[tier]]\nname = \"fast\"\nmodels = [{:?}, {:?}, {:?}]\n\
                      [mqtt]\nhost = \"127.0.0.1\"\nport = {port}\ndevice_id = \"live\"\nprefix = \"bench\"\n\
                      [pipeline]\nsource = {source}\nstate_dir = {:?}\nselector = \"many\"\nmax_source_bytes = 67108864\n\
-                     [output]\nstats_interval_s = {}\n",
+                     [output]\nstats_interval_s = {}\n{}",
                     models_dirs.join(", "),
                     dir.join("ramdisk").display().to_string(),
                     detector,
                     recognizer,
                     args.swapper,
                     dir.display().to_string(),
-                    args.seconds
+                    args.seconds,
+                    inference_toml(&args.models.engine)
                 ),
             )?;
             let (_sub, stats) = subscribe(port, "bench/live/stats")?;

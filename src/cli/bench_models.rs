@@ -27,9 +27,13 @@ pub struct Args {
     /// Timed runs per row, after one warm-up run.
     #[arg(long, default_value_t = 20)]
     runs: usize,
-    /// Thread counts to compare.
+    /// Timed runs for a row whose warm-up run took over a second (the
+    /// inswapper-size model runs for seconds on a small CPU).
+    #[arg(long, default_value_t = 3)]
+    heavy_runs: usize,
+    /// Thread counts to compare (each row's --threads).
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
-    threads: Vec<usize>,
+    compare_threads: Vec<usize>,
     /// Write the rows as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -55,6 +59,7 @@ struct Row {
     rss_model_mb: f64,
     peak_mb: f64,
     zero_copy: bool,
+    runs: usize,
 }
 
 /// Deterministic inputs in [0, 1): the models' cost does not depend on the values.
@@ -93,7 +98,8 @@ fn child(args: &Args, name: &str) -> Result<Row> {
     let t = Instant::now();
     session.run(&refs)?;
     let first_ms = t.elapsed().as_secs_f64() * 1e3;
-    let mut times: Vec<f64> = (0..args.runs.max(1))
+    let runs = if first_ms > 1000.0 { args.heavy_runs } else { args.runs };
+    let mut times: Vec<f64> = (0..runs.max(1))
         .map(|_| {
             let t = Instant::now();
             session.run(&refs).map(|_| t.elapsed().as_secs_f64() * 1e3)
@@ -120,6 +126,7 @@ fn child(args: &Args, name: &str) -> Result<Row> {
         rss_model_mb: mb(rss.saturating_sub(rss_start)),
         peak_mb: mb(peak),
         zero_copy: model.placement().zero_copy,
+        runs: times.len(),
     })
 }
 
@@ -127,6 +134,7 @@ fn spawn(args: &Args, name: &str, engine: EngineChoice, threads: usize) -> Resul
     let exe = std::env::current_exe().context("cannot find this executable to run the benchmark rows")?;
     let mut cmd = Command::new(exe);
     cmd.arg("bench-models").arg("--child").arg(name).arg("--runs").arg(args.runs.to_string());
+    cmd.arg("--heavy-runs").arg(args.heavy_runs.to_string());
     for d in &args.dirs {
         cmd.arg("--models").arg(d);
     }
@@ -166,8 +174,10 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     println!(
-        "fusiond bench-models: {} runs per row after one warm-up, each row in a fresh process; ONNX Runtime: {}",
+        "fusiond bench-models: {} runs per row ({} when a run takes over 1 s) after one warm-up, each row in a fresh \
+         process; ONNX Runtime: {}",
         args.runs,
+        args.heavy_runs,
         library.display()
     );
     println!(
@@ -194,7 +204,7 @@ pub fn run(args: Args) -> Result<()> {
                 continue;
             }
             for &engine in &engines {
-                for &threads in &args.threads {
+                for &threads in &args.compare_threads {
                     match spawn(&args, &variant, engine, threads) {
                         Ok(row) => {
                             rows.push((base.clone(), prec, row));

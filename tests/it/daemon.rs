@@ -128,6 +128,12 @@ impl Watcher {
         self.seen.lock().unwrap().clone()
     }
 
+    /// Every `events` message so far, as JSON.
+    pub fn all_events(&self) -> Vec<serde_json::Value> {
+        let topic = format!("{}/events", self.base);
+        self.all().iter().filter(|m| m.topic == topic).map(Msg::json).collect()
+    }
+
     fn count(&self) -> usize {
         self.seen.lock().unwrap().len()
     }

@@ -191,3 +191,64 @@ fn a_model_that_is_not_onnx_is_refused_with_a_clear_error() {
     let err = ort().load(Arc::new(b"not a model at all".to_vec()), &[]).err().unwrap().to_string();
     assert!(err.contains("cannot load model"), "{err}");
 }
+
+/// The daemon with models on both engines and a provider list that this
+/// CPU-only ONNX Runtime cannot honour: `available` says `warming` while
+/// TensorRT would build engines, each failed provider is reported on
+/// `events` for the ONNX Runtime models (and not for the tract one), and the
+/// frames are fused as on tract.
+#[test]
+fn the_daemon_runs_models_on_both_engines_and_reports_failed_providers() {
+    use crate::daemon::{free_port, serial, write_config, Daemon, Mosquitto, Watcher, T};
+    let _s = serial();
+    let broker = Mosquitto::start(free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!(
+        r#"
+[inference]
+engine = "ort"
+engines = {{ yunet_2023mar = "tract" }}
+
+[inference.ort]
+library = "{library}"
+providers = ["tensorrt", "cuda", "cpu"]
+
+[inference.ort.tensorrt]
+cache_dir = "{dir}/trt"
+"#,
+        library = ort_library().display(),
+        dir = dir.path().display()
+    );
+    let config = write_config(dir.path(), broker.port, "mixed", &extra);
+    let w = Watcher::start(broker.port, "fusiond/mixed");
+    let d = Daemon::spawn_env(&config, &[]);
+    w.wait("available", T, |m| m.payload == b"warming");
+    w.wait("available", T, |m| m.payload == b"online");
+    for model in ["arcface_fr", "identity_swapper"] {
+        for provider in ["tensorrt", "cuda"] {
+            let e = w
+                .wait("events", T, |m| {
+                    let j = m.json();
+                    j["event"] == "provider_failed" && j["model"] == model && j["provider"] == provider
+                })
+                .json();
+            assert_eq!(e["running_on"], serde_json::json!(["cpu"]), "{e}");
+        }
+    }
+    w.wait("faces", T, |m| m.json()["faces"].as_array().is_some_and(|f| f.len() == 2));
+    let stats = w.wait("stats", T, |m| m.json()["frames_processed"].as_u64().unwrap_or(0) > 0).json();
+    let engines: Vec<(String, String)> = stats["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap().to_string(), m["placement"]["engine"].as_str().unwrap().to_string()))
+        .collect();
+    let want = |n: &str, e: &str| (n.to_string(), e.to_string());
+    assert_eq!(engines, [want("yunet_2023mar", "tract"), want("arcface_fr", "ort"), want("identity_swapper", "ort")]);
+    assert!(
+        !w.all_events().iter().any(|j| j["event"] == "provider_failed" && j["model"] == "yunet_2023mar"),
+        "the tract model has no providers to fail"
+    );
+    let log = d.log();
+    assert!(log.contains("execution provider tensorrt failed"), "the failure is loud in the log:\n{log}");
+}

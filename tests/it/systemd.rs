@@ -76,6 +76,37 @@ fn units_verify_clean_and_score_low_exposure() {
     assert!(score <= 2.0, "exposure {score} is above 2.0:\n{text}");
 }
 
+/// The GPU drop-in (systemd/fusiond-gpu.conf) merges into the unit cleanly:
+/// GPU device nodes, JIT-able memory, a longer start for engine builds.
+#[test]
+fn the_gpu_drop_in_verifies_clean_and_opens_what_cuda_needs() {
+    let root = unit_root();
+    let r = root.path();
+    let dropins = r.join("etc/systemd/system/fusiond.service.d");
+    std::fs::create_dir_all(&dropins).unwrap();
+    std::fs::copy(repo("systemd/fusiond-gpu.conf"), dropins.join("gpu.conf")).unwrap();
+    let unit = r.join("usr/lib/systemd/system/fusiond.service");
+    let out = Command::new(tool("systemd-analyze"))
+        .arg("verify")
+        .arg(format!("--root={}", r.display()))
+        .arg(&unit)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.trim().is_empty(), "systemd-analyze verify with gpu.conf:\n{text}");
+    let out = Command::new(tool("systemd-analyze"))
+        .args(["security", "--offline=yes", "--no-pager"])
+        .arg(format!("--root={}", r.display()))
+        .arg(&unit)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().any(|l| l.contains("MemoryDenyWriteExecute=") && l.trim_start().starts_with('✗')),
+        "the drop-in must lift MemoryDenyWriteExecute:\n{text}"
+    );
+}
+
 #[test]
 fn sysusers_and_tmpfiles_apply_to_a_root() {
     let root = tempfile::tempdir().unwrap();

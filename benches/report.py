@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Side-by-side summaries for benches/run.sh, from the JSON the runs wrote.
+
+  report.py pipeline TRACT.json ORT.json REFERENCE.json
+      fusiond (tract, ONNX Runtime) against the NumPy/OpenCV reference per
+      640x480 frame with 1 and 2 faces, with the ratios.
+  report.py roofline MODELS.json GFLOP MODEL
+      GFLOP/s that MODEL's rows of `fusiond bench-models` achieve, against
+      this machine's peak (derived below from /proc/cpuinfo and printed).
+"""
+import json
+import sys
+
+
+def pipeline(tract_path, ort_path, ref_path):
+    runs = {"tract": json.load(open(tract_path)), "ort": json.load(open(ort_path))}
+    ref = json.load(open(ref_path))
+    print("  scenario   stage        fusiond/tract  fusiond/ort  reference   ref/tract  ref/ort")
+    for label, key in (("1 face", "1 face"), ("2 faces", "2 faces")):
+        rows = {}
+        for engine, doc in runs.items():
+            # bench-live's scenarios: "1 face"/"2 faces", swap mode; e2e there includes YUYV and publishing.
+            rows[engine] = next(r for r in doc["rows"] if r["scenario"] == label and r["mode"] == "swap")
+        r = ref[key]
+        stages = (
+            ("inference", rows["tract"]["inference"], rows["ort"]["inference"], r["inference"]),
+            ("pixelwork", rows["tract"]["pixelwork"], rows["ort"]["pixelwork"], r["pixel"]),
+            ("jpeg", rows["tract"]["jpeg"], rows["ort"]["jpeg"], r["jpeg"]),
+            ("frame*", *(rows[e]["inference"] + rows[e]["pixelwork"] + rows[e]["jpeg"] for e in ("tract", "ort")), r["total"]),
+        )
+        for name, t, o, x in stages:
+            print(f"  {label:<10} {name:<12} {t:>13.2f} {o:>12.2f} {x:>10.2f} {x / t:>10.2f}x {x / o:>7.2f}x")
+    print("  frame* = inference + pixelwork + jpeg, the work both sides do (fusiond's YUYV conversion and MQTT")
+    print("  publishing are left out; bench-live prints them). ref/x > 1: fusiond is that many times faster.")
+
+
+def cpu():
+    info = open("/proc/cpuinfo").read()
+    first = info.split("\n\n")[0]
+    field = lambda k: next((l.split(":", 1)[1].strip() for l in first.splitlines() if l.startswith(k)), "")
+    flags = set(field("flags").split())
+    vendor, family, model = field("vendor_id"), int(field("cpu family") or 0), int(field("model") or 0)
+    mhz = float(field("cpu MHz") or 0)
+    # FP32 FLOP per cycle per core = FMA pipes x lanes x 2.
+    if vendor == "AuthenticAMD" and family == 23 and model < 0x30:
+        fp32, why = 16, "Zen/Zen+: two 128-bit FMA pipes (AVX2 runs as 2x128) = 2 x 4 lanes x 2"
+    elif vendor == "AuthenticAMD":
+        fp32, why = 32, "Zen2+: two 256-bit FMA pipes (Zen4 runs AVX-512 as 2x256) = 2 x 8 lanes x 2"
+    elif "avx512f" in flags:
+        fp32, why = 64, "two 512-bit FMA ports = 2 x 16 lanes x 2"
+    elif "fma" in flags:
+        fp32, why = 32, "two 256-bit FMA ports = 2 x 8 lanes x 2"
+    else:
+        fp32, why = 8, "SSE: 4 lanes x (mul + add)"
+    if "avx512_vnni" in flags or "avx_vnni" in flags:
+        int8, why8 = 4 * fp32, "VNNI: a dot-product instruction does 4 u8xs8 products per 32-bit lane, 4x FP32"
+    else:
+        int8, why8 = 2 * fp32, "no VNNI: vpmaddubsw gives 2 u8xs8 products per 16-bit lane, at best 2x FP32"
+    return mhz, fp32, why, int8, why8
+
+
+def roofline(models_path, gflop, model):
+    gflop = float(gflop)
+    mhz, fp32, why, int8, why8 = cpu()
+    print(f"  peak per core at {mhz:.0f} MHz (/proc/cpuinfo; the hypervisor may hide boost clocks):")
+    print(f"    FP32 {fp32} FLOP/cycle = {mhz * fp32 / 1e3:.1f} GFLOP/s ({why})")
+    print(f"    INT8 {int8} op/cycle = {mhz * int8 / 1e3:.1f} GOP/s ({why8})")
+    print(f"  {model}: {gflop:.1f} GFLOP per swap (multiply-adds x 2 of its convolutions and matrix products)")
+    print(f"  {'prec':<5} {'engine':<6} {'thr':>3} {'median ms':>10} {'GFLOP/s':>8} {'peak':>8} {'of peak':>8}")
+    for item in json.load(open(models_path)):
+        if item["base"] != model:
+            continue
+        r, prec = item["row"], item["precision"]
+        achieved = gflop / (r["median_ms"] / 1e3)
+        peak = mhz * (int8 if prec == "int8" else fp32) / 1e3 * r["threads"]
+        print(f"  {prec:<5} {r['engine']:<6} {r['threads']:>3} {r['median_ms']:>10.1f} {achieved:>8.1f} "
+              f"{peak:>8.1f} {achieved / peak * 100:>7.1f}%")
+
+
+if __name__ == "__main__":
+    cmds = {"pipeline": pipeline, "roofline": roofline}
+    if len(sys.argv) < 2 or sys.argv[1] not in cmds:
+        sys.exit(__doc__)
+    cmds[sys.argv[1]](*sys.argv[2:])
