@@ -26,9 +26,32 @@ lib="$("$py" -c 'import glob, os, onnxruntime as o; print(sorted(glob.glob(os.pa
     grep -o '[0-9.]* GFLOP per swap' "$work/swapper/log" | cut -d' ' -f1 >"$work/swapper/gflop"
 }
 
+# ORT-format copies (zero copy in ONNX Runtime) of the recogniser and the swapper, as `<name>_ort`.
+[ -f "$work/ortfmt/manifest.toml" ] || "$py" - "$shared/models" "$work/swapper" "$work/ortfmt" <<'PY'
+import hashlib, pathlib, subprocess, sys, tomllib
+shared, swapper, out = map(pathlib.Path, sys.argv[1:])
+out.mkdir(parents=True, exist_ok=True)
+builtin = tomllib.loads(pathlib.Path("models/manifest.toml").read_text())["model"]
+bench = tomllib.loads((swapper / "manifest.toml").read_text())["model"]
+lines = ["# ORT-format copies for benches/run.sh\n"]
+for name, src, entries in (("arcface_fr", shared, builtin), ("inswapper_bench", swapper, bench)):
+    e = next(m for m in entries if m["name"] == name)
+    subprocess.run([sys.executable, "-m", "onnxruntime.tools.convert_onnx_models_to_ort", str(src / e["file"]),
+                    "--output_dir", str(out), "--optimization_style", "Fixed"], check=True, capture_output=True)
+    ort_file = pathlib.Path(e["file"]).with_suffix(".ort").name
+    sha = hashlib.sha256((out / ort_file).read_bytes()).hexdigest()
+    lines.append(f'[[model]]\nname = "{name}_ort"\nfile = "{ort_file}"\nsha256 = "{sha}"\ncontract = "{e["contract"]}"\n')
+    for k in ("input_size", "licence"):
+        if k in e:
+            v = e[k]
+            lines.append(f'{k} = {v!r}\n'.replace("'", '"'))
+    lines.append("\n")
+(out / "manifest.toml").write_text("".join(lines))
+PY
+
 echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; ONNX Runtime $lib"
 echo "== 1. per model (fusiond bench-models)"
-"$bin" bench-models --models "$shared/models" --models "$work/int8" --models "$work/swapper" \
+"$bin" bench-models --models "$shared/models" --models "$work/int8" --models "$work/swapper" --models "$work/ortfmt" \
     --ort-library "$lib" --runs "$runs" --json "$work/models.json"
 
 echo "== 2. full pipeline per 640x480 frame (fusiond bench-live part 1, then the reference)"

@@ -198,12 +198,20 @@ pub fn run(args: Args) -> Result<()> {
     );
     let mut rows: Vec<(String, &'static str, Row)> = Vec::new();
     for base in &names {
-        for (variant, prec) in [(base.clone(), "fp32"), (format!("{base}_int8"), "int8")] {
+        // `<name>_ort`: the FP32 model in ORT format, which ONNX Runtime runs
+        // from the mapped file in place (zero copy); ONNX Runtime only.
+        for (variant, prec) in [(base.clone(), "fp32"), (format!("{base}_int8"), "int8"), (format!("{base}_ort"), "ortf")]
+        {
             if !present(&variant) {
-                println!("  {variant:<18} not present in {:?}; skipped", args.dirs);
+                if prec != "ortf" {
+                    println!("  {variant:<18} not present in {:?}; skipped", args.dirs);
+                }
                 continue;
             }
             for &engine in &engines {
+                if prec == "ortf" && engine != EngineChoice::Ort {
+                    continue;
+                }
                 for &threads in &args.compare_threads {
                     match spawn(&args, &variant, engine, threads) {
                         Ok(row) => {
@@ -220,6 +228,7 @@ pub fn run(args: Args) -> Result<()> {
     println!("  x int8:  the FP32 row's median / this INT8 row's (same engine, threads)");
     println!("  x 2thr:  the 1-thread row's median / this row's (same model, precision, engine)");
     println!("  rss MB: whole process after load and runs; +model: added by loading and running the model");
+    println!("  ortf: the FP32 model converted to ORT format, run from the mapped file in place (zero copy)");
     if let Some(path) = &args.json {
         let v: Vec<_> = rows.iter().map(|(b, p, r)| serde_json::json!({"base": b, "precision": p, "row": r})).collect();
         std::fs::write(path, serde_json::to_string_pretty(&v)?)
@@ -241,8 +250,18 @@ fn print_row(rows: &[(String, &'static str, Row)], i: usize) {
     };
     let vs_tract = ratio(find(prec, "tract", r.threads), r.engine != "tract");
     let vs_fp32 = ratio(find("fp32", &r.engine, r.threads), *prec == "int8");
+    let rss_vs_fp32 = rows
+        .iter()
+        .find(|(b, p, o)| b == base && *p == "fp32" && o.engine == r.engine && o.threads == r.threads)
+        .filter(|_| *prec == "ortf")
+        .map(|(_, _, o)| format!("  rss {:.2}x of the ONNX file's", r.rss_mb / o.rss_mb))
+        .unwrap_or_default();
     let vs_one = ratio(find(prec, &r.engine, 1), r.threads > 1);
-    let label = if *prec == "int8" { format!("{base}_int8") } else { base.clone() };
+    let label = match *prec {
+        "int8" => format!("{base}_int8"),
+        "ortf" => format!("{base}_ort"),
+        _ => base.clone(),
+    };
     println!(
         "  {:<18} {:<4} {:<5} {:>3} {:>8.1} {:>8.1} {:>9.2} {:>8.2} {:>7.1} {:>7.1} {:>8} {:>8} {:>7}{}",
         label,
@@ -258,6 +277,6 @@ fn print_row(rows: &[(String, &'static str, Row)], i: usize) {
         vs_tract,
         vs_fp32,
         vs_one,
-        if r.zero_copy { "  (zero-copy)" } else { "" }
+        if r.zero_copy { format!("  zero-copy{rss_vs_fp32}") } else { String::new() }
     );
 }

@@ -1,0 +1,65 @@
+SUMMARY = "Live face fusion daemon for edge boxes"
+DESCRIPTION = "fusiond reads a V4L2 camera, detects, aligns and swaps faces \
+               with INT8 ONNX models on tract or ONNX Runtime, and publishes \
+               frames and metadata over MQTT."
+HOMEPAGE = "https://github.com/fusiond/fusiond"
+BUGTRACKER = "https://github.com/fusiond/fusiond/issues"
+SECTION = "multimedia"
+LICENSE = "Apache-2.0"
+LIC_FILES_CHKSUM = "file://Cargo.toml;beginline=7;endline=7;md5=2507bd5f0713f05419cd2f22fa06fe62"
+CVE_PRODUCT = "fusiond"
+
+# bindgen (the v4l crate's V4L2 bindings) needs libclang; the systemd crate
+# links libsystemd.
+DEPENDS += "clang-native systemd"
+
+SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
+# Release tooling moves SRCREV with each release; fusiond-crates.inc is
+# regenerated from that commit's Cargo.lock by yocto/update-crates.py.
+SRCREV = "9620fa5b77b6bdae6311969ce72f87fa72c99a33"
+
+S = "${WORKDIR}/git"
+
+require fusiond-crates.inc
+
+inherit cargo cargo-update-recipe-crates systemd features_check pkgconfig
+
+REQUIRED_DISTRO_FEATURES = "systemd"
+
+export LIBCLANG_PATH = "${STAGING_LIBDIR_NATIVE}"
+export BINDGEN_EXTRA_CLANG_ARGS = "--sysroot=${STAGING_DIR_TARGET} --target=${TARGET_SYS}"
+
+# ort: the ONNX Runtime engine, loaded at run time (CUDA and TensorRT on a
+# Jetson), plus the unit drop-in a GPU needs. The library comes from an ONNX
+# Runtime recipe such as meta-onnxruntime's, or from NVIDIA's JetPack.
+PACKAGECONFIG ??= ""
+PACKAGECONFIG[ort] = ",,,onnxruntime"
+# cargo.bbclass passes EXTRA_CARGO_FLAGS to cargo build.
+# nooelint: oelint.vars.mispell
+EXTRA_CARGO_FLAGS = "${@bb.utils.contains('PACKAGECONFIG', 'ort', '--features ort', '', d)}"
+
+do_install:append() {
+    install -d ${D}${sysconfdir}/fusiond/conf.d
+    install -m 0644 ${S}/config/fusiond.toml ${D}${sysconfdir}/fusiond/fusiond.toml
+    install -d ${D}${systemd_system_unitdir}
+    install -m 0644 ${S}/systemd/fusiond.service ${D}${systemd_system_unitdir}/fusiond.service
+    install -m 0644 ${S}/systemd/fusiond-stage.service ${D}${systemd_system_unitdir}/fusiond-stage.service
+    install -d ${D}${nonarch_libdir}/sysusers.d ${D}${nonarch_libdir}/tmpfiles.d
+    install -m 0644 ${S}/systemd/fusiond.sysusers ${D}${nonarch_libdir}/sysusers.d/fusiond.conf
+    install -m 0644 ${S}/systemd/fusiond.tmpfiles ${D}${nonarch_libdir}/tmpfiles.d/fusiond.conf
+    if ${@bb.utils.contains('PACKAGECONFIG', 'ort', 'true', 'false', d)}; then
+        install -d ${D}${systemd_system_unitdir}/fusiond.service.d
+        install -m 0644 ${S}/systemd/fusiond-gpu.conf ${D}${systemd_system_unitdir}/fusiond.service.d/gpu.conf
+    fi
+}
+
+SYSTEMD_SERVICE:${PN} = "fusiond.service fusiond-stage.service"
+SYSTEMD_AUTO_ENABLE = "enable"
+
+FILES:${PN} += "${nonarch_libdir}/sysusers.d/fusiond.conf \
+                ${nonarch_libdir}/tmpfiles.d/fusiond.conf \
+                ${systemd_system_unitdir}/fusiond.service.d"
+CONFFILES:${PN} = "${sysconfdir}/fusiond/fusiond.toml"
+
+# A daemon for the target only.
+BBCLASSEXTEND = ""
