@@ -36,6 +36,8 @@ echo "== cargo test (tract only: no ONNX Runtime code in the binary)"
 cargo test
 echo "== cargo test --features ort (ONNX Runtime $FUSIOND_ORT_LIBRARY)"
 cargo test --features ort
+echo "== Yocto layer lint (oelint-adv, and a broken recipe it must reject)"
+bash yocto/lint.sh
 echo "== onnxruntime agreement (pytest)"
 export FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond"
 "$FUSIOND_PYTHON" -m pytest -q tests/python

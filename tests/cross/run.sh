@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Cross builds for the fleet without Docker, tested under qemu-user:
+#   aarch64-unknown-linux-gnu (Jetson, 64-bit ARM boards) and
+#   armv7-unknown-linux-gnueabihf (32-bit ARM boards).
+# Debian's cross gcc is the linker and CC (ring and tract-linalg assemble
+# with it); the target's libc, libsystemd and kernel headers come from a
+# Debian bookworm sysroot that mmdebstrap extracts (cached in the target dir),
+# so the host's dpkg architectures stay as they are.
+#
+#   tests/cross/run.sh [aarch64|armv7]...   (default: both)
+#   CROSS_STEPS="build test"                (default; "build" only skips qemu)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/fusiond-target}"
+arches=("$@")
+((${#arches[@]})) || arches=(aarch64 armv7)
+steps="${CROSS_STEPS:-build test}"
+
+need=()
+for p in gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf qemu-user mmdebstrap; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need+=("$p")
+done
+if ((${#need[@]})); then
+    echo "cross: installing ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq || echo "cross: apt-get update reported errors; trying the install anyway"
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+for arch in "${arches[@]}"; do
+    case "$arch" in
+    aarch64) triple=aarch64-unknown-linux-gnu gnu=aarch64-linux-gnu deb=arm64 qemu=qemu-aarch64 ;;
+    armv7) triple=armv7-unknown-linux-gnueabihf gnu=arm-linux-gnueabihf deb=armhf qemu=qemu-arm ;;
+    *) echo "unknown arch $arch (aarch64 or armv7)" >&2; exit 2 ;;
+    esac
+    rustup target add "$triple" >/dev/null 2>&1 || rustup target add "$triple"
+    sysroot="$CARGO_TARGET_DIR/cross/sysroot-$deb"
+    if [ ! -f "$sysroot/.complete" ]; then
+        echo "cross: extracting a bookworm $deb sysroot into $sysroot"
+        rm -rf "$sysroot"
+        mmdebstrap --quiet --arch="$deb" --variant=extract \
+            --include=libc6-dev,libsystemd-dev,linux-libc-dev,libgcc-s1 \
+            bookworm "$sysroot" http://deb.debian.org/debian
+        touch "$sysroot/.complete"
+    fi
+    T="$(tr 'a-z-' 'A-Z_' <<<"$triple")"
+    t="${triple//-/_}"
+    libdirs="$sysroot/usr/lib/$gnu:$sysroot/lib/$gnu"
+    export "CARGO_TARGET_${T}_LINKER=$gnu-gcc"
+    export "CARGO_TARGET_${T}_RUSTFLAGS=-C link-arg=--sysroot=$sysroot -C link-arg=-Wl,-rpath-link,$libdirs"
+    export "CARGO_TARGET_${T}_RUNNER=$qemu -L $sysroot"
+    export "CC_${t}=$gnu-gcc" "CFLAGS_${t}=--sysroot=$sysroot"
+    export "PKG_CONFIG_SYSROOT_DIR_${t}=$sysroot" "PKG_CONFIG_LIBDIR_${t}=$sysroot/usr/lib/$gnu/pkgconfig:$sysroot/usr/share/pkgconfig"
+    export "BINDGEN_EXTRA_CLANG_ARGS_${t}=--target=$gnu --sysroot=$sysroot"
+    # Spawned copies of the binary (CLI and daemon tests) run through qemu too.
+    export FUSIOND_TEST_RUNNER="$qemu -L $sysroot"
+
+    if [[ " $steps " == *" build "* ]]; then
+        start=$SECONDS
+        cargo build --profile cross --target "$triple" --tests --bins --quiet
+        echo "cross: $triple test build in $((SECONDS - start)) s"
+    fi
+    if [[ " $steps " == *" test "* ]]; then
+        start=$SECONDS
+        cargo test --profile cross --target "$triple" --lib --quiet
+        echo "cross: $triple unit tests under $qemu in $((SECONDS - start)) s"
+    fi
+done
