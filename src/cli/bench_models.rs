@@ -200,7 +200,8 @@ pub fn run(args: Args) -> Result<()> {
     for base in &names {
         // `<name>_ort`: the FP32 model in ORT format, which ONNX Runtime runs
         // from the mapped file in place (zero copy); ONNX Runtime only.
-        for (variant, prec) in [(base.clone(), "fp32"), (format!("{base}_int8"), "int8"), (format!("{base}_ort"), "ortf")]
+        for (variant, prec) in
+            [(base.clone(), "fp32"), (format!("{base}_int8"), "int8"), (format!("{base}_ort"), "ortf")]
         {
             if !present(&variant) {
                 if prec != "ortf" {
