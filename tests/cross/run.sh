@@ -38,6 +38,7 @@ for arch in "${arches[@]}"; do
     if [ ! -f "$sysroot/.complete" ]; then
         echo "cross: extracting a bookworm $deb sysroot into $sysroot"
         rm -rf "$sysroot"
+        mkdir -p "$(dirname "$sysroot")"
         mmdebstrap --quiet --arch="$deb" --variant=extract \
             --include=libc6-dev,libsystemd-dev,linux-libc-dev,libgcc-s1 \
             bookworm "$sysroot" http://deb.debian.org/debian

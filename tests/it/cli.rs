@@ -1,9 +1,9 @@
 use crate::util::{contract_models, shared};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn fusiond(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fusiond")).args(args).output().expect("fusiond runs")
+    crate::util::fusiond_command().args(args).output().expect("fusiond runs")
 }
 
 fn stderr(o: &Output) -> String {

@@ -238,7 +238,7 @@ impl Daemon {
 
     pub fn spawn_env(config: &Path, env: &[(&str, &Path)]) -> Daemon {
         let log = config.with_file_name("daemon.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_fusiond"))
+        let child = crate::util::fusiond_command()
             .args(["run", "--config"])
             .arg(config)
             .envs(env.iter().map(|(k, v)| (*k, *v)))
@@ -313,6 +313,8 @@ fn two_people_are_fused_and_published_and_a_clean_stop_says_stopped() {
         assert!(!stats[key].is_null(), "stats lack {key}: {stats}");
     }
     assert_eq!(stats["tier"], "fast");
+    let events = w.all_events();
+    assert!(events.iter().all(|e| e["event"] != "provider_failed"), "tract has no providers to fail: {events:?}");
     assert!(stats["models"].as_array().unwrap().iter().all(|m| m["warmup_ms"].as_f64().is_some()), "{stats}");
 
     d.signal(nix::sys::signal::Signal::SIGTERM);

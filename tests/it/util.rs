@@ -20,6 +20,23 @@ pub fn shared(rel: &str) -> PathBuf {
     path
 }
 
+/// The fusiond binary as a command. Under qemu-user (tests/cross/run.sh) it
+/// runs through $FUSIOND_TEST_RUNNER, e.g. `qemu-aarch64 -L <sysroot>`, as
+/// cargo runs the test binary itself.
+pub fn fusiond_command() -> std::process::Command {
+    let bin = env!("CARGO_BIN_EXE_fusiond");
+    let runner = std::env::var("FUSIOND_TEST_RUNNER").unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    match words.next() {
+        Some(program) => {
+            let mut c = std::process::Command::new(program);
+            c.args(words).arg(bin);
+            c
+        }
+        None => std::process::Command::new(bin),
+    }
+}
+
 pub fn image(name: &str) -> RgbImage {
     let path = shared(&format!("images/{name}"));
     image::open(&path).unwrap_or_else(|e| panic!("cannot decode {}: {e}", path.display())).to_rgb8()
