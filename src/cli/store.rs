@@ -97,11 +97,13 @@ pub fn warm(args: ConfigArgs) -> Result<()> {
     let config = args.load()?;
     let store = Store::open(&config, Engines::from_config(&config.inference)?)?;
     let mut failed = 0;
+    let mut fell_back = 0;
     for name in config.all_models() {
         let t = std::time::Instant::now();
         match store.model(name) {
             Ok(m) => {
                 let p = m.model.placement();
+                fell_back += usize::from(!p.failed.is_empty());
                 println!(
                     "  {name:<24} {:>8.1} s  on {} {:?}{}",
                     t.elapsed().as_secs_f64(),
@@ -120,6 +122,11 @@ pub fn warm(args: ConfigArgs) -> Result<()> {
         println!("TensorRT caches: {}", config.inference.ort.tensorrt.cache_dir.display());
     }
     anyhow::ensure!(failed == 0, "{failed} model(s) could not be loaded");
+    anyhow::ensure!(
+        fell_back == 0,
+        "{fell_back} model(s) run on a fallback provider: the configured providers above failed, so nothing was \
+         built for them; fix the ONNX Runtime install or inference.ort.providers"
+    );
     Ok(())
 }
 

@@ -252,3 +252,47 @@ cache_dir = "{dir}/trt"
     let log = d.log();
     assert!(log.contains("execution provider tensorrt failed"), "the failure is loud in the log:\n{log}");
 }
+
+/// `fusiond warm` loads every tier's models on their engines; when the
+/// configured providers cannot register it builds nothing for them and says
+/// so with a failing exit status, naming each failure.
+#[test]
+fn warm_fails_when_the_configured_providers_cannot_be_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("fusiond.toml");
+    let ok = |providers: &str| {
+        format!(
+            r#"
+[models]
+dirs = ["{models}", "{contract}"]
+ramdisk = "{dir}/ramdisk"
+[[tier]]
+name = "fast"
+models = ["yunet_2023mar", "arcface_fr", "identity_swapper"]
+[inference]
+engine = "ort"
+[inference.ort]
+library = "{library}"
+providers = {providers}
+[inference.ort.tensorrt]
+cache_dir = "{dir}/trt"
+"#,
+            models = shared("models").display(),
+            contract = contract_models().display(),
+            dir = dir.path().display(),
+            library = ort_library().display(),
+        )
+    };
+    std::fs::write(&config, ok(r#"["cpu"]"#)).unwrap();
+    let out = crate::util::fusiond_command().arg("warm").arg("--config").arg(&config).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("identity_swapper") && text.contains("on ort [\"cpu\"]"), "{text}");
+
+    std::fs::write(&config, ok(r#"["tensorrt", "cpu"]"#)).unwrap();
+    let out = crate::util::fusiond_command().arg("warm").arg("--config").arg(&config).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "warm must fail: {stdout}");
+    assert!(stdout.contains("tensorrt FAILED"), "{stdout}");
+    assert!(stderr.contains("fallback provider"), "{stderr}");
+}
