@@ -95,6 +95,52 @@ impl InputShape {
     }
 }
 
+/// Fixes the shape of every declared input (name, static shape if any):
+/// from `specs`, else from a fully static declaration. A spec that names no
+/// declared input is an error. Shared by the engines.
+fn fix_input_shapes(declared: &[(String, Option<Vec<usize>>)], specs: &[InputShape]) -> Result<Vec<InputSpec>> {
+    for spec in specs {
+        if !declared.iter().enumerate().any(|(i, (n, _))| spec.matches(i, n)) {
+            return Err(InferError::UnknownInput {
+                name: format!("{:?}", spec.input),
+                available: declared.iter().map(|d| d.0.as_str()).collect::<Vec<_>>().join(", "),
+            });
+        }
+    }
+    declared
+        .iter()
+        .enumerate()
+        .map(|(ix, (name, shape))| {
+            let shape = match specs.iter().find(|s| s.matches(ix, name)) {
+                Some(spec) => spec.shape.clone(),
+                None => shape.clone().ok_or_else(|| {
+                    InferError::Load(format!(
+                        "input `{name}` has a dynamic shape; give it a fixed size in the manifest"
+                    ))
+                })?,
+            };
+            Ok(InputSpec { name: name.clone(), shape })
+        })
+        .collect()
+}
+
+/// The tensor `given` for `spec`, checked against the shape it was loaded for.
+fn fed<'a>(spec: &InputSpec, given: &[(&str, &'a Tensor)]) -> Result<&'a Tensor> {
+    let t = given
+        .iter()
+        .find(|(n, _)| *n == spec.name)
+        .map(|(_, t)| *t)
+        .ok_or_else(|| InferError::UnknownInput { name: spec.name.clone(), available: "(missing)".into() })?;
+    if t.shape() != spec.shape.as_slice() {
+        return Err(InferError::InputShape {
+            name: spec.name.clone(),
+            got: t.shape().to_vec(),
+            want: spec.shape.clone(),
+        });
+    }
+    Ok(t)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum InferError {
     #[error("cannot load model: {0}; check that the file is a valid ONNX model of the contract the manifest names")]

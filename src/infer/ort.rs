@@ -9,8 +9,8 @@
 //! daemon can report it instead of falling back to the CPU in silence.
 
 use super::{
-    Backend, InferError, InputShape, InputSpec, LoadPhases, Model, ModelBytes, Outputs, Placement, ProviderFailure,
-    Result, Session, Tensor,
+    fed, fix_input_shapes, Backend, InferError, InputShape, InputSpec, LoadPhases, Model, ModelBytes, Outputs,
+    Placement, ProviderFailure, Result, Session, Tensor,
 };
 use crate::config::{OrtConfig, ProviderKind, TensorrtConfig};
 use ort::environment::Environment;
@@ -298,29 +298,9 @@ impl Backend for OrtBackend {
 /// Fixes every input's shape: from `specs`, else from a fully static
 /// declaration.
 fn resolve_inputs(declared: &[(String, ValueType)], specs: &[InputShape]) -> Result<Vec<InputSpec>> {
-    for spec in specs {
-        if !declared.iter().enumerate().any(|(i, (n, _))| spec.matches(i, n)) {
-            return Err(InferError::UnknownInput {
-                name: format!("{:?}", spec.input),
-                available: declared.iter().map(|d| d.0.as_str()).collect::<Vec<_>>().join(", "),
-            });
-        }
-    }
-    declared
-        .iter()
-        .enumerate()
-        .map(|(ix, (name, dtype))| {
-            let shape = match specs.iter().find(|s| s.matches(ix, name)) {
-                Some(spec) => spec.shape.clone(),
-                None => static_shape(dtype).ok_or_else(|| {
-                    InferError::Load(format!(
-                        "input `{name}` has a dynamic shape; give it a fixed size in the manifest"
-                    ))
-                })?,
-            };
-            Ok(InputSpec { name: name.clone(), shape })
-        })
-        .collect()
+    let shapes: Vec<(String, Option<Vec<usize>>)> =
+        declared.iter().map(|(n, t)| (n.clone(), static_shape(t))).collect();
+    fix_input_shapes(&shapes, specs)
 }
 
 impl Model for OrtModel {
@@ -369,17 +349,7 @@ impl Session for OrtRun {
     fn run(&mut self, given: &[(&str, &Tensor)]) -> Result<Outputs> {
         let mut values: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = Vec::with_capacity(self.inputs.len());
         for spec in &self.inputs {
-            let t =
-                given.iter().find(|(n, _)| *n == spec.name).map(|(_, t)| *t).ok_or_else(|| {
-                    InferError::UnknownInput { name: spec.name.clone(), available: "(missing)".into() }
-                })?;
-            if t.shape() != spec.shape.as_slice() {
-                return Err(InferError::InputShape {
-                    name: spec.name.clone(),
-                    got: t.shape().to_vec(),
-                    want: spec.shape.clone(),
-                });
-            }
+            let t = fed(spec, given)?;
             let shape: Vec<i64> = t.shape().iter().map(|&d| d as i64).collect();
             let view = TensorRef::from_array_view((shape, t.data())).map_err(run_err)?;
             values.push((Cow::Borrowed(spec.name.as_str()), view.into()));

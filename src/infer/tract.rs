@@ -1,8 +1,8 @@
 //! tract-onnx backend: pure Rust, runs everywhere, executes INT8 QDQ graphs in f32.
 
 use super::{
-    Backend, InferError, InputShape, InputSpec, LoadPhases, Model, ModelBytes, Outputs, Placement, Result, Session,
-    Tensor,
+    fed, fix_input_shapes, Backend, InferError, InputShape, InputSpec, LoadPhases, Model, ModelBytes, Outputs,
+    Placement, Result, Session, Tensor,
 };
 use std::sync::Arc;
 use tract_linalg::multithread::{multithread_tract_scope, Executor};
@@ -99,29 +99,13 @@ impl Backend for TractBackend {
         let proto = onnx.proto_model_for_read(&mut &bytes[..]).map_err(load_err)?;
         let parsed = start.elapsed();
         let declared = declared_inputs(&proto);
-        for spec in specs {
-            if !declared.iter().enumerate().any(|(i, (n, _, _))| spec.matches(i, n)) {
-                return Err(InferError::UnknownInput {
-                    name: format!("{:?}", spec.input),
-                    available: declared.iter().map(|d| d.0.as_str()).collect::<Vec<_>>().join(", "),
-                });
-            }
-        }
+        let shapes: Vec<(String, Option<Vec<usize>>)> =
+            declared.iter().map(|(n, _, s)| (n.clone(), s.clone())).collect();
+        let inputs = fix_input_shapes(&shapes, specs)?;
+        let input_types: Vec<DatumType> = declared.iter().map(|d| d.1).collect();
         let mut model = onnx.model_for_proto_model(&proto).map_err(load_err)?;
-        let mut inputs = Vec::new();
-        let mut input_types = Vec::new();
-        for (ix, (name, dt, shape)) in declared.into_iter().enumerate() {
-            let shape = match specs.iter().find(|s| s.matches(ix, &name)) {
-                Some(spec) => spec.shape.clone(),
-                None => shape.ok_or_else(|| {
-                    InferError::Load(format!(
-                        "input `{name}` has a dynamic shape; give it a fixed size in the manifest"
-                    ))
-                })?,
-            };
-            model.set_input_fact(ix, InferenceFact::dt_shape(dt, &shape)).map_err(load_err)?;
-            inputs.push(InputSpec { name, shape });
-            input_types.push(dt);
+        for (ix, (spec, dt)) in inputs.iter().zip(&input_types).enumerate() {
+            model.set_input_fact(ix, InferenceFact::dt_shape(*dt, &spec.shape)).map_err(load_err)?;
         }
         let typed = model.into_optimized().map_err(load_err)?;
         let outputs = typed
@@ -169,17 +153,7 @@ impl Session for TractSession {
     fn run(&mut self, given: &[(&str, &Tensor)]) -> Result<Outputs> {
         let mut values: TVec<TValue> = tvec!();
         for (spec, dt) in self.inputs.iter().zip(&self.input_types) {
-            let t =
-                given.iter().find(|(n, _)| *n == spec.name).map(|(_, t)| *t).ok_or_else(|| {
-                    InferError::UnknownInput { name: spec.name.clone(), available: "(missing)".into() }
-                })?;
-            if t.shape() != spec.shape.as_slice() {
-                return Err(InferError::InputShape {
-                    name: spec.name.clone(),
-                    got: t.shape().to_vec(),
-                    want: spec.shape.clone(),
-                });
-            }
+            let t = fed(spec, given)?;
             let tensor = tract_onnx::prelude::Tensor::from_shape(t.shape(), t.data()).map_err(run_err)?;
             let tensor =
                 if *dt == DatumType::F32 { tensor } else { tensor.cast_to_dt(*dt).map_err(run_err)?.into_owned() };
