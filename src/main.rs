@@ -7,7 +7,10 @@ struct StderrLog(log::LevelFilter);
 
 impl log::Log for StderrLog {
     fn enabled(&self, m: &log::Metadata) -> bool {
-        m.level() <= self.0
+        // The engine's own info lines (CPU feature detection) are noise at
+        // the default level.
+        let engine_detail = m.target().starts_with("tract") && m.level() > log::Level::Warn;
+        m.level() <= self.0 && !(engine_detail && self.0 <= log::LevelFilter::Info)
     }
     fn log(&self, r: &log::Record) {
         if self.enabled(r.metadata()) {

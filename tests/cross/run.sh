@@ -55,6 +55,8 @@ for arch in "${arches[@]}"; do
     export "BINDGEN_EXTRA_CLANG_ARGS_${t}=--target=$gnu --sysroot=$sysroot"
     # Spawned copies of the binary (CLI and daemon tests) run through qemu too.
     export FUSIOND_TEST_RUNNER="$qemu -L $sysroot"
+    # Emulated, models load and run about ten times slower.
+    export FUSIOND_TEST_SLOWDOWN=10
 
     if [[ " $steps " == *" build "* ]]; then
         start=$SECONDS

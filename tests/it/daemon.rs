@@ -168,7 +168,12 @@ impl Watcher {
     }
 }
 
-pub const T: Duration = Duration::from_secs(60);
+/// How long a test waits for an expected message: 60 s, times
+/// $FUSIOND_TEST_SLOWDOWN under emulation (tests/cross/run.sh sets it).
+pub static T: std::sync::LazyLock<Duration> = std::sync::LazyLock::new(|| {
+    let slowdown = std::env::var("FUSIOND_TEST_SLOWDOWN").ok().and_then(|v| v.parse::<u32>().ok()).unwrap_or(1);
+    Duration::from_secs(60) * slowdown.max(1)
+});
 
 /// A config for the daemon in `dir`: shared detector and recogniser, a
 /// contract swapper, the shared camera frames, and the given broker port.
@@ -272,7 +277,7 @@ impl Drop for Daemon {
 }
 
 fn online(w: &Watcher) -> Msg {
-    w.wait("available", T, |m| m.payload == b"online")
+    w.wait("available", *T, |m| m.payload == b"online")
 }
 
 #[test]
@@ -283,10 +288,10 @@ fn two_people_are_fused_and_published_and_a_clean_stop_says_stopped() {
     let config = write_config(dir.path(), broker.port, "e2e", "");
     let w = Watcher::start(broker.port, "fusiond/e2e");
     let mut d = Daemon::spawn(&config);
-    w.wait("available", T, |m| m.payload == b"starting");
+    w.wait("available", *T, |m| m.payload == b"starting");
     online(&w);
 
-    let two = w.wait("faces", T, |m| m.json()["faces"].as_array().is_some_and(|f| f.len() == 2));
+    let two = w.wait("faces", *T, |m| m.json()["faces"].as_array().is_some_and(|f| f.len() == 2));
     let faces = two.json();
     assert!(faces["seq"].is_u64() && faces["captured_ms"].as_u64().unwrap() > 1_600_000_000_000, "{faces}");
     let list = faces["faces"].as_array().unwrap();
@@ -294,11 +299,11 @@ fn two_people_are_fused_and_published_and_a_clean_stop_says_stopped() {
     assert!(list.iter().all(|f| f["box"].as_array().unwrap().len() == 4 && f["id"].as_u64().unwrap() >= 1));
     assert!(faces["timings_ms"]["total"].as_f64().unwrap() > 0.0);
 
-    let frame = w.wait("frame", T, |_| true);
+    let frame = w.wait("frame", *T, |_| true);
     let img = image::load_from_memory_with_format(&frame.payload, image::ImageFormat::Jpeg).expect("frame is a JPEG");
     assert_eq!((img.width(), img.height()), (640, 480));
 
-    let stats = w.wait("stats", T, |m| m.json()["frames_processed"].as_u64().unwrap_or(0) > 0).json();
+    let stats = w.wait("stats", *T, |m| m.json()["frames_processed"].as_u64().unwrap_or(0) > 0).json();
     for key in [
         "capture_fps",
         "processed_fps",
@@ -318,7 +323,7 @@ fn two_people_are_fused_and_published_and_a_clean_stop_says_stopped() {
     assert!(stats["models"].as_array().unwrap().iter().all(|m| m["warmup_ms"].as_f64().is_some()), "{stats}");
 
     d.signal(nix::sys::signal::Signal::SIGTERM);
-    w.wait("available", T, |m| m.payload == b"stopped");
+    w.wait("available", *T, |m| m.payload == b"stopped");
     let status = d.child.wait().unwrap();
     assert!(status.success(), "exit {status:?}; log:\n{}", d.log());
 }
@@ -333,11 +338,11 @@ fn kill_9_leaves_the_last_will_offline() {
     let d = Daemon::spawn(&config);
     let on = online(&w);
     d.signal(nix::sys::signal::Signal::SIGKILL);
-    let off = w.wait("available", T, |m| m.payload == b"offline");
+    let off = w.wait("available", *T, |m| m.payload == b"offline");
     assert!(off.at > on.at);
     // The will is retained: a newcomer sees it too.
     let late = Watcher::start(broker.port, "fusiond/lwt");
-    late.wait("available", T, |m| m.payload == b"offline");
+    late.wait("available", *T, |m| m.payload == b"offline");
 }
 
 /// A PNG whose header claims 100000×100000 pixels.
@@ -363,12 +368,12 @@ fn every_command_is_applied_or_refused_and_a_flood_changes_nothing() {
     let applied = |feature: &str, payload: &[u8], state: &str| {
         let from = w.count();
         w.send(feature, payload.to_vec());
-        w.wait_from(from, &format!("{feature}/state"), T, |m| m.text() == state);
+        w.wait_from(from, &format!("{feature}/state"), *T, |m| m.text() == state);
     };
     let refused = |feature: &str, payload: Vec<u8>, reason: &str| {
         let from = w.count();
         w.send(feature, payload);
-        let e = w.wait_from(from, "error", T, |m| m.json()["command"] == feature).json();
+        let e = w.wait_from(from, "error", *T, |m| m.json()["command"] == feature).json();
         assert!(e["reason"].as_str().unwrap().contains(reason), "{feature}: {e}");
     };
 
@@ -376,17 +381,17 @@ fn every_command_is_applied_or_refused_and_a_flood_changes_nothing() {
     applied("selector", b"many", "many");
     applied("frame_rate", b"2", "2");
     applied("quality", b"quality", "quality");
-    w.wait("events", T, |m| m.json()["event"] == "tier_changed" && m.json()["tier"] == "quality");
+    w.wait("events", *T, |m| m.json()["event"] == "tier_changed" && m.json()["tier"] == "quality");
     applied("quality", b"fast", "fast");
     applied("enabled", b"OFF", "OFF");
     applied("enabled", b"ON", "ON");
     // Many: both faces swapped once the setting reaches the worker.
-    w.wait("faces", T, |m| m.json()["faces"].as_array().unwrap().iter().filter(|f| f["swapped"] == true).count() == 2);
+    w.wait("faces", *T, |m| m.json()["faces"].as_array().unwrap().iter().filter(|f| f["swapped"] == true).count() == 2);
 
     // Reference: lock onto the largest face seen, then swap only that one.
     applied("selector", b"reference", "reference");
     let from = w.count();
-    w.wait_from(from, "faces", T, |m| {
+    w.wait_from(from, "faces", *T, |m| {
         let f = m.json()["faces"].as_array().unwrap().clone();
         f.len() == 2 && f.iter().filter(|f| f["swapped"] == true).count() == 1
     });
@@ -394,22 +399,22 @@ fn every_command_is_applied_or_refused_and_a_flood_changes_nothing() {
 
     let from = w.count();
     w.send("snapshot", b"".to_vec());
-    let snap = w.wait_from(from, "snapshot", T, |_| true);
+    let snap = w.wait_from(from, "snapshot", *T, |_| true);
     assert!(image::load_from_memory_with_format(&snap.payload, image::ImageFormat::Jpeg).is_ok());
 
     // A named source image joins the face bank; the name recalls it.
     let obama = std::fs::read(shared("images/fr_obama2.jpg")).unwrap();
     let from = w.count();
     w.send("source", [&b"obama\n"[..], &obama].concat());
-    let state = w.wait_from(from, "source/state", T, |m| m.json()["active"] == "obama").json();
+    let state = w.wait_from(from, "source/state", *T, |m| m.json()["active"] == "obama").json();
     assert_eq!(state["bank"], serde_json::json!(["obama"]));
     assert!(dir.path().join("state/face_bank.safetensors").is_file());
     let from = w.count();
     w.send("source", b"obama".to_vec());
-    w.wait_from(from, "events", T, |m| m.json()["event"] == "source_set" && m.json()["cached"] == true);
+    w.wait_from(from, "events", *T, |m| m.json()["event"] == "source_set" && m.json()["cached"] == true);
     let from = w.count();
     w.send("reload", b"".to_vec());
-    w.wait_from(from, "events", T, |m| m.json()["event"] == "reloaded");
+    w.wait_from(from, "events", *T, |m| m.json()["event"] == "reloaded");
 
     refused("blend", b"900".to_vec(), "outside");
     refused("blend", b"lots".to_vec(), "not a number");
@@ -447,7 +452,7 @@ fn every_command_is_applied_or_refused_and_a_flood_changes_nothing() {
     // Still responsive: a valid command is answered. Commands beyond the 64
     // waiting are dropped by design, so it is resent until one gets through.
     let from_valid = w.count();
-    let deadline = Instant::now() + T;
+    let deadline = Instant::now() + *T;
     loop {
         w.send("blend", b"75".to_vec());
         let answered = w.all()[from_valid..].iter().any(|m| m.topic == "fusiond/cmd/blend/state" && m.payload == b"75");
@@ -461,7 +466,7 @@ fn every_command_is_applied_or_refused_and_a_flood_changes_nothing() {
     // Stats made after the flood: every bad command was refused on `error`,
     // or dropped when more than 64 waited, or its refusal was dropped from
     // the full outbox; all of them are counted.
-    let stats = w.wait_from(after, "stats", T, |_| true).json();
+    let stats = w.wait_from(after, "stats", *T, |_| true).json();
     let errors = w.all()[from..].iter().filter(|m| m.topic == "fusiond/cmd/error").count() as u64;
     let dropped = stats["dropped_commands"].as_u64().unwrap();
     let unsent = stats["dropped_messages"].as_u64().unwrap();
@@ -483,13 +488,13 @@ fn a_broker_outage_is_survived_states_come_back_before_online_and_capture_never_
     let w = Watcher::start(port, "fusiond/outage");
     let d = Daemon::spawn(&config);
     online(&w);
-    let before = w.wait("stats", T, |m| m.json()["frames_captured"].as_u64().unwrap() > 0).json();
+    let before = w.wait("stats", *T, |m| m.json()["frames_captured"].as_u64().unwrap() > 0).json();
     drop(broker);
     let down = Instant::now();
     std::thread::sleep(Duration::from_secs(10));
     let _broker = Mosquitto::start(port);
     let w2 = Watcher::start(port, "fusiond/outage");
-    let back = w2.wait("available", T, |m| m.payload == b"online");
+    let back = w2.wait("available", *T, |m| m.payload == b"online");
     let outage = down.elapsed().as_secs_f64();
     // The watcher subscribes within milliseconds of the restart, well before
     // the daemon's next attempt (every 2 s), so it sees the live order.
@@ -510,7 +515,7 @@ fn a_broker_outage_is_survived_states_come_back_before_online_and_capture_never_
     // Capture ran on through the outage: 10 fps frames kept arriving.
     // The first stats made after the reconnect (stale ones queued during
     // the outage come first).
-    let after = w2.wait("stats", T, |m| m.json()["mqtt_connects"].as_u64().unwrap() >= 2).json();
+    let after = w2.wait("stats", *T, |m| m.json()["mqtt_connects"].as_u64().unwrap() >= 2).json();
     let captured = after["frames_captured"].as_u64().unwrap() - before["frames_captured"].as_u64().unwrap();
     assert!(captured as f64 >= 0.7 * 10.0 * outage, "{captured} frames in {outage:.1} s");
     drop(d);
@@ -545,17 +550,17 @@ fn a_camera_disconnect_is_reported_reconnected_and_frames_flow_again() {
         daemon::run(&config, Some(factory), &signals)
     });
     online(&w);
-    let lost = w.wait("events", T, |m| m.json()["event"] == "camera_lost");
-    w.wait("camera/state", T, |m| m.payload == b"camera_lost");
-    let back = w.wait("events", T, |m| m.json()["event"] == "camera_back");
+    let lost = w.wait("events", *T, |m| m.json()["event"] == "camera_lost");
+    w.wait("camera/state", *T, |m| m.payload == b"camera_lost");
+    let back = w.wait("events", *T, |m| m.json()["event"] == "camera_back");
     assert!(back.json()["attempts"].as_u64().unwrap() >= 2, "{}", back.text());
-    w.wait("events", T, |m| m.json()["event"] == "error" && m.json()["stage"] == "camera");
+    w.wait("events", *T, |m| m.json()["event"] == "error" && m.json()["stage"] == "camera");
     let n = w.all().iter().position(|m| m.at >= back.at).unwrap();
-    w.wait_from(n, "faces", T, |m| m.json()["faces"].as_array().unwrap().len() == 2);
+    w.wait_from(n, "faces", *T, |m| m.json()["faces"].as_array().unwrap().len() == 2);
     assert!(back.at > lost.at);
     stop.store(true, Ordering::Relaxed);
     run.join().unwrap().expect("daemon ran and stopped cleanly");
-    w.wait("available", T, |m| m.payload == b"stopped");
+    w.wait("available", *T, |m| m.payload == b"stopped");
 }
 
 #[test]
@@ -603,11 +608,11 @@ fn the_embedded_broker_routes_wildcards_keeps_retained_and_publishes_last_wills(
         // DISCONNECT: a lost client.
         while let Ok(Ok(_)) = connection.recv_timeout(Duration::from_millis(500)) {}
     });
-    w.wait("b", T, |m| m.payload == b"live");
-    w.wait("a/state", T, |m| m.payload == b"kept");
+    w.wait("b", *T, |m| m.payload == b"live");
+    w.wait("a/state", *T, |m| m.payload == b"kept");
     pump.join().unwrap();
     drop(client);
-    w.wait("available", T, |m| m.payload == b"offline");
+    w.wait("available", *T, |m| m.payload == b"offline");
     assert!(w.all().iter().all(|m| !m.topic.starts_with("other/")));
     // Clients without a client id (mosquitto_sub, mosquitto_pub) get their
     // own and do not take each other over.
@@ -626,9 +631,9 @@ fn the_embedded_broker_routes_wildcards_keeps_retained_and_publishes_last_wills(
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "hello", "the subscriber was kicked or missed it");
     // A newcomer gets the retained messages, flagged as retained.
     let late = Watcher::start(port, "emb");
-    let kept = late.wait("a/state", T, |_| true);
+    let kept = late.wait("a/state", *T, |_| true);
     assert!(kept.retained);
-    late.wait("available", T, |m| m.payload == b"offline" && m.retained);
+    late.wait("available", *T, |m| m.payload == b"offline" && m.retained);
 }
 
 fn run_ok(cmd: &mut Command) {
@@ -691,7 +696,7 @@ fn tls_with_a_password_from_the_credentials_directory() {
     let text = std::fs::read_to_string(&config).unwrap().replace("[mqtt]\n", &extra);
     std::fs::write(&config, text).unwrap();
     let daemon = Daemon::spawn_env(&config, &[("CREDENTIALS_DIRECTORY", &p("creds"))]);
-    let deadline = Instant::now() + T;
+    let deadline = Instant::now() + *T;
     loop {
         let out = Command::new("mosquitto_sub")
             .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-u", "fusiond", "-P", "s3cret", "-C", "1", "-W", "5"])

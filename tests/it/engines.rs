@@ -222,12 +222,12 @@ cache_dir = "{dir}/trt"
     let config = write_config(dir.path(), broker.port, "mixed", &extra);
     let w = Watcher::start(broker.port, "fusiond/mixed");
     let d = Daemon::spawn_env(&config, &[]);
-    w.wait("available", T, |m| m.payload == b"warming");
-    w.wait("available", T, |m| m.payload == b"online");
+    w.wait("available", *T, |m| m.payload == b"warming");
+    w.wait("available", *T, |m| m.payload == b"online");
     for model in ["arcface_fr", "identity_swapper"] {
         for provider in ["tensorrt", "cuda"] {
             let e = w
-                .wait("events", T, |m| {
+                .wait("events", *T, |m| {
                     let j = m.json();
                     j["event"] == "provider_failed" && j["model"] == model && j["provider"] == provider
                 })
@@ -235,8 +235,8 @@ cache_dir = "{dir}/trt"
             assert_eq!(e["running_on"], serde_json::json!(["cpu"]), "{e}");
         }
     }
-    w.wait("faces", T, |m| m.json()["faces"].as_array().is_some_and(|f| f.len() == 2));
-    let stats = w.wait("stats", T, |m| m.json()["frames_processed"].as_u64().unwrap_or(0) > 0).json();
+    w.wait("faces", *T, |m| m.json()["faces"].as_array().is_some_and(|f| f.len() == 2));
+    let stats = w.wait("stats", *T, |m| m.json()["frames_processed"].as_u64().unwrap_or(0) > 0).json();
     let engines: Vec<(String, String)> = stats["models"]
         .as_array()
         .unwrap()

@@ -167,7 +167,7 @@ impl NotifySocket {
     }
 
     fn wait(&self, what: &str) -> Instant {
-        let deadline = Instant::now() + T;
+        let deadline = Instant::now() + *T;
         loop {
             if let Some((_, at)) = self.all().into_iter().find(|(m, _)| m == what) {
                 return at;
@@ -239,7 +239,7 @@ fn a_stalled_pipeline_stops_the_watchdog_pings() {
     let w = Watcher::start(broker.port, "fusiond/nostall");
     let config = write_config(dir.path(), broker.port, "nostall", "");
     let _d = Daemon::spawn_env(&config, &[]);
-    w.wait("available", T, |m| m.payload == b"online");
+    w.wait("available", *T, |m| m.payload == b"online");
     w.send("stall", b"now".to_vec());
-    w.wait("error", T, |m| m.json()["command"] == "stall");
+    w.wait("error", *T, |m| m.json()["command"] == "stall");
 }
