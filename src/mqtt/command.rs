@@ -94,12 +94,31 @@ fn image(
     if !matches!(format, image::ImageFormat::Jpeg | image::ImageFormat::Png) {
         return Err(err(format!("{format:?} images are not accepted; send JPEG or PNG")));
     }
+    let too_many = |w: u32, h: u32| {
+        (w as u64 * h as u64 > limits.max_image_pixels)
+            .then(|| err(format!("the image claims {w}x{h} pixels; the limit is {} pixels", limits.max_image_pixels)))
+    };
+    // PNG's size is read from the IHDR bytes before any decoder sees it: the
+    // png crate's own limits depend on the pointer width (a 32-bit box
+    // rejects a huge header as unreadable), and the refusal should not.
+    if let Some(e) = png_header_size(payload).and_then(|(w, h)| too_many(w, h)) {
+        return Err(e);
+    }
     let reader = image::ImageReader::with_format(std::io::Cursor::new(payload), format);
     let (w, h) = reader.into_dimensions().map_err(|e| err(format!("the image cannot be read: {e}")))?;
-    if w as u64 * h as u64 > limits.max_image_pixels {
-        return Err(err(format!("the image claims {w}x{h} pixels; the limit is {} pixels", limits.max_image_pixels)));
+    match too_many(w, h) {
+        Some(e) => Err(e),
+        None => Ok((w, h)),
     }
-    Ok((w, h))
+}
+
+/// Width and height from a PNG's IHDR chunk, which must come first.
+fn png_header_size(p: &[u8]) -> Option<(u32, u32)> {
+    if p.get(12..16)? != b"IHDR" {
+        return None;
+    }
+    let be = |at: usize| p.get(at..at + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    Some((be(16)?, be(20)?))
 }
 
 fn identity_name(s: &str) -> bool {
