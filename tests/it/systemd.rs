@@ -42,30 +42,38 @@ fn unit_root() -> tempfile::TempDir {
     root
 }
 
+/// `systemd-analyze verify` of `units` in `root`. It exits 0 on unknown keys
+/// and bad values and only prints, so any output is a failure.
+fn assert_verify_clean(root: &Path, units: &[PathBuf]) {
+    let out = Command::new(tool("systemd-analyze"))
+        .arg("verify")
+        .arg(format!("--root={}", root.display()))
+        .args(units)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.trim().is_empty(), "systemd-analyze verify:\n{text}");
+}
+
+/// `systemd-analyze security` of `unit` in `root`, offline: its report.
+fn security_report(root: &Path, unit: &Path) -> String {
+    let out = Command::new(tool("systemd-analyze"))
+        .args(["security", "--offline=yes", "--no-pager"])
+        .arg(format!("--root={}", root.display()))
+        .arg(unit)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[test]
 fn units_verify_clean_and_score_low_exposure() {
     let root = unit_root();
     let r = root.path();
     let units: Vec<PathBuf> =
         ["fusiond.service", "fusiond-stage.service"].iter().map(|u| r.join("usr/lib/systemd/system").join(u)).collect();
-    let out = Command::new(tool("systemd-analyze"))
-        .arg("verify")
-        .arg(format!("--root={}", r.display()))
-        .args(&units)
-        .output()
-        .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    // verify exits 0 on unknown keys and bad values and only prints: any
-    // output is a failure.
-    assert!(out.status.success() && text.trim().is_empty(), "systemd-analyze verify:\n{text}");
-
-    let out = Command::new(tool("systemd-analyze"))
-        .args(["security", "--offline=yes", "--no-pager"])
-        .arg(format!("--root={}", r.display()))
-        .arg(&units[0])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    assert_verify_clean(r, &units);
+    let text = security_report(r, &units[0]);
     let score: f32 = text
         .lines()
         .find_map(|l| l.split("Overall exposure level for fusiond.service:").nth(1))
@@ -86,21 +94,8 @@ fn the_gpu_drop_in_verifies_clean_and_opens_what_cuda_needs() {
     std::fs::create_dir_all(&dropins).unwrap();
     std::fs::copy(repo("systemd/fusiond-gpu.conf"), dropins.join("gpu.conf")).unwrap();
     let unit = r.join("usr/lib/systemd/system/fusiond.service");
-    let out = Command::new(tool("systemd-analyze"))
-        .arg("verify")
-        .arg(format!("--root={}", r.display()))
-        .arg(&unit)
-        .output()
-        .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && text.trim().is_empty(), "systemd-analyze verify with gpu.conf:\n{text}");
-    let out = Command::new(tool("systemd-analyze"))
-        .args(["security", "--offline=yes", "--no-pager"])
-        .arg(format!("--root={}", r.display()))
-        .arg(&unit)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    assert_verify_clean(r, std::slice::from_ref(&unit));
+    let text = security_report(r, &unit);
     assert!(
         text.lines().any(|l| l.contains("MemoryDenyWriteExecute=") && l.trim_start().starts_with('✗')),
         "the drop-in must lift MemoryDenyWriteExecute:\n{text}"
