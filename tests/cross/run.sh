@@ -9,6 +9,7 @@
 #
 #   tests/cross/run.sh [aarch64|armv7]...   (default: both)
 #   CROSS_STEPS="build test"                (default; "build" only skips qemu)
+#   CROSS_IT="capture:: cli::"              integration test filters to run under qemu too ("all": every one)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/fusiond-target}"
@@ -67,5 +68,15 @@ for arch in "${arches[@]}"; do
         start=$SECONDS
         cargo test --profile cross --target "$triple" --lib --quiet
         echo "cross: $triple unit tests under $qemu in $((SECONDS - start)) s"
+    fi
+    # Integration tests under emulation (default: none). The whole suite
+    # takes about 30 min under qemu-aarch64 here; `capture:: cli::` (frame
+    # sources, the CLI on the real models and photos) about 5.
+    if [ -n "${CROSS_IT:-}" ] && [[ " $steps " == *" test "* ]]; then
+        start=$SECONDS
+        read -ra filters <<<"$CROSS_IT"
+        [ "$CROSS_IT" = all ] && filters=()
+        cargo test --profile cross --target "$triple" --test it --quiet -- "${filters[@]}"
+        echo "cross: $triple integration tests ($CROSS_IT) under $qemu in $((SECONDS - start)) s"
     fi
 done
