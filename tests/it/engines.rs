@@ -258,39 +258,29 @@ cache_dir = "{dir}/trt"
 /// so with a failing exit status, naming each failure.
 #[test]
 fn warm_fails_when_the_configured_providers_cannot_be_used() {
+    use crate::daemon::write_config;
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("fusiond.toml");
-    let ok = |providers: &str| {
-        format!(
-            r#"
-[models]
-dirs = ["{models}", "{contract}"]
-ramdisk = "{dir}/ramdisk"
-[[tier]]
-name = "fast"
-models = ["yunet_2023mar", "arcface_fr", "identity_swapper"]
-[inference]
-engine = "ort"
-[inference.ort]
-library = "{library}"
-providers = {providers}
-[inference.ort.tensorrt]
-cache_dir = "{dir}/trt"
-"#,
-            models = shared("models").display(),
-            contract = contract_models().display(),
-            dir = dir.path().display(),
-            library = ort_library().display(),
-        )
+    // The daemon tests' config (its broker is never contacted by `warm`).
+    let config = |providers: &str| {
+        let extra = format!(
+            "[inference]\nengine = \"ort\"\n[inference.ort]\nlibrary = \"{}\"\nproviders = {providers}\n\
+             [inference.ort.tensorrt]\ncache_dir = \"{}/trt\"\n",
+            ort_library().display(),
+            dir.path().display()
+        );
+        write_config(dir.path(), 1, "warm", &extra)
     };
-    std::fs::write(&config, ok(r#"["cpu"]"#)).unwrap();
-    let out = crate::util::fusiond_command().arg("warm").arg("--config").arg(&config).output().unwrap();
+    let out = crate::util::fusiond_command().arg("warm").arg("--config").arg(config(r#"["cpu"]"#)).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("identity_swapper") && text.contains("on ort [\"cpu\"]"), "{text}");
 
-    std::fs::write(&config, ok(r#"["tensorrt", "cpu"]"#)).unwrap();
-    let out = crate::util::fusiond_command().arg("warm").arg("--config").arg(&config).output().unwrap();
+    let out = crate::util::fusiond_command()
+        .arg("warm")
+        .arg("--config")
+        .arg(config(r#"["tensorrt", "cpu"]"#))
+        .output()
+        .unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(!out.status.success(), "warm must fail: {stdout}");
     assert!(stdout.contains("tensorrt FAILED"), "{stdout}");
