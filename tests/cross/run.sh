@@ -8,7 +8,9 @@
 # so the host's dpkg architectures stay as they are.
 #
 #   tests/cross/run.sh [aarch64|armv7]...   (default: both)
-#   CROSS_STEPS="build test"                (default; "build" only skips qemu)
+#   CROSS_STEPS="build test"                (default; "build" only skips qemu;
+#                                            "release": the edge binary with and without
+#                                            `ort`, its size, and a smoke run under qemu)
 #   CROSS_IT="capture:: cli::"              integration test filters to run under qemu too ("all": every one)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -78,5 +80,24 @@ for arch in "${arches[@]}"; do
         [ "$CROSS_IT" = all ] && filters=()
         cargo test --profile cross --target "$triple" --test it --quiet -- "${filters[@]}"
         echo "cross: $triple integration tests ($CROSS_IT) under $qemu in $((SECONDS - start)) s"
+    fi
+    if [[ " $steps " == *" release "* ]]; then
+        dist="$CARGO_TARGET_DIR/cross/dist"
+        mkdir -p "$dist"
+        for features in "" ort; do
+            start=$SECONDS
+            cargo build --release --target "$triple" --bin fusiond --quiet ${features:+--features "$features"}
+            out="$dist/fusiond-$triple${features:+-$features}"
+            cp "$CARGO_TARGET_DIR/$triple/release/fusiond" "$out"
+            echo "cross: $triple release${features:+ --features $features} in $((SECONDS - start)) s:" \
+                "$(stat -c %s "$out") bytes ($(file -b "$out" | cut -d, -f1-2))"
+        done
+        # The shipped binary on the target's CPU: two faces in a real photo.
+        shared="${FUSIOND_SHARED:-$(cd .. && pwd)/shared}"
+        start=$SECONDS
+        $qemu -L "$sysroot" "$dist/fusiond-$triple" detect "$shared/images/fr_two_people.jpg" \
+            --models "$shared/models" --detector scrfd_500m --json |
+            python3 -c 'import json, sys; faces = json.load(sys.stdin)["faces"]; assert len(faces) == 2, faces; print("cross: release smoke:", [f["box"] for f in faces])'
+        echo "cross: $triple release smoke run under $qemu in $((SECONDS - start)) s"
     fi
 done

@@ -38,6 +38,13 @@ PACKAGECONFIG[ort] = ",,,onnxruntime"
 # nooelint: oelint.vars.mispell
 EXTRA_CARGO_FLAGS = "${@bb.utils.contains('PACKAGECONFIG', 'ort', '--features ort', '', d)}"
 
+# Cargo.toml's release profile (fat LTO, one codegen unit, panic = abort)
+# stays; only its stripping is handed to the packaging, so that fusiond-dbg
+# keeps line tables for crash reports and the already-stripped QA check
+# passes.
+export CARGO_PROFILE_RELEASE_STRIP = "false"
+export CARGO_PROFILE_RELEASE_DEBUG = "line-tables-only"
+
 do_install:append() {
     install -d ${D}${sysconfdir}/fusiond/conf.d
     install -m 0644 ${S}/config/fusiond.toml ${D}${sysconfdir}/fusiond/fusiond.toml
