@@ -34,6 +34,15 @@ fn main() -> ExitCode {
         let _ = log::set_boxed_logger(Box::new(StderrLog(level)));
     }
     log::set_max_level(level);
+    if journal {
+        // Release builds abort on a panic (Cargo.toml) and systemd restarts
+        // the daemon; the journal gets the reason at error priority, with
+        // the thread it happened on.
+        std::panic::set_hook(Box::new(|info| {
+            let thread = std::thread::current();
+            log::error!("thread '{}' panicked: {info}", thread.name().unwrap_or("unnamed"));
+        }));
+    }
     match cli::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
