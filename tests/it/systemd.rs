@@ -4,15 +4,12 @@
 //! NOTIFY_SOCKET the test binds.
 
 use crate::daemon::{free_port, serial, write_config, Daemon, Mosquitto, Watcher, T};
+use crate::util::repo;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-fn repo(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
-}
 
 fn tool(name: &str) -> PathBuf {
     for dir in ["/usr/bin", "/bin", "/usr/sbin"] {

@@ -4,12 +4,21 @@ use fusiond::vision::RgbImage;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+/// A path in this checkout. `cargo test` names the checkout at run time;
+/// the compile-time path is only the fallback, since a test binary that
+/// cargo still thinks fresh may have been built from another clone sharing
+/// the target directory.
+pub fn repo(rel: &str) -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .join(rel)
+}
+
 /// `../shared` (or $FUSIOND_SHARED), checked to hold `rel`; panics with what
 /// is missing and how to get it.
 pub fn shared(rel: &str) -> PathBuf {
-    let root = std::env::var_os("FUSIOND_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"));
+    let root = std::env::var_os("FUSIOND_SHARED").map(PathBuf::from).unwrap_or_else(|| repo("../shared"));
     let path = root.join(rel);
     assert!(
         path.exists(),
@@ -54,7 +63,7 @@ fn generated(cell: &'static OnceLock<PathBuf>, env_var: &str, script: &str, args
         }
         let dir = tempfile::tempdir().expect("temp dir").keep();
         let python = std::env::var("FUSIOND_PYTHON").unwrap_or_else(|_| "python3".into());
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(script);
+        let script = repo("models").join(script);
         let out = std::process::Command::new(&python).arg(&script).args(args).arg(&dir).output();
         match out {
             Ok(o) if o.status.success() => dir,
