@@ -1,7 +1,7 @@
 use fusiond::catalog::Catalog;
 use fusiond::infer::TractBackend;
 use fusiond::vision::RgbImage;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 /// A path in this checkout. `cargo test` names the checkout at run time;
