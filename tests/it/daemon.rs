@@ -168,12 +168,18 @@ impl Watcher {
     }
 }
 
-/// How long a test waits for an expected message: 60 s, times
-/// $FUSIOND_TEST_SLOWDOWN under emulation (tests/cross/run.sh sets it).
-pub static T: std::sync::LazyLock<Duration> = std::sync::LazyLock::new(|| {
-    let slowdown = std::env::var("FUSIOND_TEST_SLOWDOWN").ok().and_then(|v| v.parse::<u32>().ok()).unwrap_or(1);
-    Duration::from_secs(60) * slowdown.max(1)
-});
+/// `d` times $FUSIOND_TEST_SLOWDOWN: under emulation (tests/cross/run.sh
+/// sets it) the daemon runs about ten times slower, so timings a test
+/// imposes or expects scale with it.
+pub fn slow(d: Duration) -> Duration {
+    static SLOWDOWN: std::sync::LazyLock<u32> = std::sync::LazyLock::new(|| {
+        std::env::var("FUSIOND_TEST_SLOWDOWN").ok().and_then(|v| v.parse::<u32>().ok()).unwrap_or(1).max(1)
+    });
+    d * *SLOWDOWN
+}
+
+/// How long a test waits for an expected message.
+pub static T: std::sync::LazyLock<Duration> = std::sync::LazyLock::new(|| slow(Duration::from_secs(60)));
 
 /// A config for the daemon in `dir`: shared detector and recogniser, a
 /// contract swapper, the shared camera frames, and the given broker port.

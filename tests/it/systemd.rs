@@ -3,7 +3,7 @@
 //! applied to a scratch root, and the notify protocol read from a real
 //! NOTIFY_SOCKET the test binds.
 
-use crate::daemon::{free_port, serial, write_config, Daemon, Mosquitto, Watcher, T};
+use crate::daemon::{free_port, serial, slow, write_config, Daemon, Mosquitto, Watcher, T};
 use crate::util::repo;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -170,11 +170,15 @@ impl NotifySocket {
     }
 }
 
+/// The watchdog interval the notify tests give the daemon (WatchdogSec=1s),
+/// scaled under emulation like every timing below.
+const WATCHDOG: Duration = Duration::from_secs(1);
+
 fn spawn_notified(dir: &Path, port: u16, device: &str, extra: &str) -> (NotifySocket, Daemon) {
     let config = write_config(dir, port, device, extra);
     let socket = NotifySocket::bind(dir);
-    let daemon =
-        Daemon::spawn_env(&config, &[("NOTIFY_SOCKET", &socket.path), ("WATCHDOG_USEC", Path::new("1000000"))]);
+    let usec = slow(WATCHDOG).as_micros().to_string();
+    let daemon = Daemon::spawn_env(&config, &[("NOTIFY_SOCKET", &socket.path), ("WATCHDOG_USEC", Path::new(&usec))]);
     (socket, daemon)
 }
 
@@ -185,7 +189,7 @@ fn notify_says_status_ready_watchdog_and_stopping_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let (socket, mut daemon) = spawn_notified(dir.path(), broker.port, "notify", "");
     let ready = socket.wait("READY=1");
-    std::thread::sleep(Duration::from_millis(2500));
+    std::thread::sleep(slow(Duration::from_millis(2500)));
     daemon.signal(nix::sys::signal::Signal::SIGTERM);
     let stopping = socket.wait("STOPPING=1");
     assert!(daemon.child.wait().unwrap().success(), "{}", daemon.log());
@@ -200,12 +204,12 @@ fn notify_says_status_ready_watchdog_and_stopping_in_order() {
         index("STOPPING=1"),
     ];
     assert!(order.windows(2).all(|w| w[0] < w[1] && w[1] != usize::MAX), "{order:?} in {all:?}");
-    // WatchdogSec=1s: a ping every half second from the processing loop.
+    // A ping every half interval from the processing loop.
     let pings: Vec<Instant> =
         all.iter().filter(|(m, at)| m == "WATCHDOG=1" && *at > ready && *at < stopping).map(|(_, at)| *at).collect();
     assert!(pings.len() >= 3, "{} pings in {:?}", pings.len(), stopping - ready);
     let worst = pings.windows(2).map(|w| w[1] - w[0]).max().unwrap();
-    assert!(worst < Duration::from_millis(900), "a gap of {worst:?} between pings");
+    assert!(worst < slow(WATCHDOG * 9 / 10), "a gap of {worst:?} between pings");
 }
 
 #[test]
@@ -216,13 +220,13 @@ fn a_stalled_pipeline_stops_the_watchdog_pings() {
     let w = Watcher::start(broker.port, "fusiond/stall");
     let (socket, daemon) = spawn_notified(dir.path(), broker.port, "stall", "[debug]\nstall_command = true\n");
     socket.wait("READY=1");
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(slow(WATCHDOG * 3 / 2));
     let pings = |after: Instant| socket.all().iter().filter(|(m, at)| m == "WATCHDOG=1" && *at > after).count();
-    assert!(pings(Instant::now() - Duration::from_secs(1)) >= 1, "pings before the stall");
+    assert!(pings(Instant::now() - slow(WATCHDOG)) >= 1, "pings before the stall");
     w.send("stall", b"now".to_vec());
-    std::thread::sleep(Duration::from_millis(1000));
+    std::thread::sleep(slow(WATCHDOG));
     let stalled = Instant::now();
-    std::thread::sleep(Duration::from_secs(3));
+    std::thread::sleep(slow(WATCHDOG * 3));
     assert_eq!(pings(stalled), 0, "pings went on after the stall; log:\n{}", daemon.log());
     drop(daemon);
 
