@@ -46,7 +46,7 @@ bash tests/vm/run.sh
 # Cross builds (aarch64, armv7) tested under qemu-user, last, within what is
 # left of CI's 90 minutes (87, for slack). armv7 builds and runs its unit
 # tests; aarch64 runs its unit tests and every integration test that needs
-# no camera and no VM (about 30 min emulated), or only the capture and CLI
+# no camera and no VM (about 21 min emulated), or only the capture and CLI
 # ones when less than 40 min are left. From an empty target directory the
 # builds take about 45 min, so a cold run may stop building at the deadline:
 # it says so, and the next run carries on from what it cached.

@@ -98,7 +98,7 @@ for arch in "${arches[@]}"; do
         echo "cross: $triple unit tests under $qemu in $((SECONDS - start)) s"
     fi
     # Integration tests under emulation (default: none). The whole suite
-    # takes about 30 min under qemu-aarch64 here; `capture:: cli::` (frame
+    # takes about 21 min under qemu-aarch64 here; `capture:: cli::` (frame
     # sources, the CLI on the real models and photos) about 1. With less
     # than 40 min left before CROSS_DEADLINE, "all" runs those two only.
     if [ -n "${CROSS_IT:-}" ] && [[ " $steps " == *" test "* ]]; then
@@ -107,7 +107,7 @@ for arch in "${arches[@]}"; do
         if [ "$it" = all ] && (($(left) < 40 * 60)); then
             it="capture:: cli::"
             echo "cross: $triple: $(($(left) / 60)) min left before CROSS_DEADLINE, too few for every" \
-                "integration test under qemu (about 30); running \"$it\" only"
+                "integration test under qemu (about 21); running \"$it\" only"
         fi
         read -ra filters <<<"$it"
         [ "$it" = all ] && filters=()
