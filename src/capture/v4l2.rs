@@ -196,3 +196,72 @@ fn decode_mjpeg(data: &[u8], dst: &mut RgbImage) -> Result<(), String> {
     }
     decoder.read_image(dst).map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::process::Command;
+    use v4l::v4l2::vidioc::*;
+
+    /// The request numbers the v4l crate computes from bindgen's structs,
+    /// for every ioctl the capture path can issue.
+    const OURS: [(&str, _IOC_TYPE); 18] = [
+        ("VIDIOC_QUERYCAP", VIDIOC_QUERYCAP),
+        ("VIDIOC_ENUM_FMT", VIDIOC_ENUM_FMT),
+        ("VIDIOC_G_FMT", VIDIOC_G_FMT),
+        ("VIDIOC_S_FMT", VIDIOC_S_FMT),
+        ("VIDIOC_REQBUFS", VIDIOC_REQBUFS),
+        ("VIDIOC_QUERYBUF", VIDIOC_QUERYBUF),
+        ("VIDIOC_QBUF", VIDIOC_QBUF),
+        ("VIDIOC_DQBUF", VIDIOC_DQBUF),
+        ("VIDIOC_STREAMON", VIDIOC_STREAMON),
+        ("VIDIOC_STREAMOFF", VIDIOC_STREAMOFF),
+        ("VIDIOC_G_PARM", VIDIOC_G_PARM),
+        ("VIDIOC_S_PARM", VIDIOC_S_PARM),
+        ("VIDIOC_ENUM_FRAMESIZES", VIDIOC_ENUM_FRAMESIZES),
+        ("VIDIOC_ENUM_FRAMEINTERVALS", VIDIOC_ENUM_FRAMEINTERVALS),
+        ("VIDIOC_QUERY_EXT_CTRL", VIDIOC_QUERY_EXT_CTRL),
+        ("VIDIOC_QUERYMENU", VIDIOC_QUERYMENU),
+        ("VIDIOC_G_EXT_CTRLS", VIDIOC_G_EXT_CTRLS),
+        ("VIDIOC_S_EXT_CTRLS", VIDIOC_S_EXT_CTRLS),
+    ];
+
+    /// The same numbers from the target's C headers: the table in
+    /// FUSIOND_V4L2_IOCTLS (tests/cross/run.sh builds the probe with the
+    /// target's compiler and runs it under qemu), or, on the build machine,
+    /// the probe built with `cc` and run here.
+    fn c_headers() -> String {
+        if let Some(table) = std::env::var_os("FUSIOND_V4L2_IOCTLS") {
+            return std::fs::read_to_string(&table)
+                .unwrap_or_else(|e| panic!("FUSIOND_V4L2_IOCTLS={}: {e}", Path::new(&table).display()));
+        }
+        let probe = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cross/v4l2_ioctls.c");
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("v4l2_ioctls");
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let built = Command::new(&cc).arg(&probe).arg("-o").arg(&exe).status();
+        assert!(built.is_ok_and(|s| s.success()), "`{cc} {}` failed: install a C compiler", probe.display());
+        let out = Command::new(&exe).output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// bindgen generates the v4l2 structs for the target it is told: on a
+    /// 32-bit board they must have the 32-bit layout (v4l2_format is 204
+    /// bytes there, 208 on 64-bit), or the driver answers ENOTTY.
+    #[test]
+    fn ioctl_numbers_match_the_target_c_headers() {
+        let table = c_headers();
+        let size = |request: _IOC_TYPE| (request >> 16) & 0x3fff;
+        for (name, ours) in OURS {
+            let c: _IOC_TYPE = table
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+                .unwrap_or_else(|| panic!("{name} is missing from the C table:\n{table}"))
+                .parse()
+                .unwrap();
+            assert_eq!(ours, c, "{name}: argument of {} bytes here, {} in the C headers", size(ours), size(c));
+        }
+        println!("{} V4L2 ioctl numbers match the C headers", OURS.len());
+    }
+}

@@ -94,6 +94,12 @@ for arch in "${arches[@]}"; do
     fi
     if [[ " $steps " == *" test "* ]]; then
         start=$SECONDS
+        # The V4L2 ioctl numbers from the target's C headers, for the unit
+        # test that checks bindgen's struct layouts against them.
+        probe="$CARGO_TARGET_DIR/cross/v4l2-ioctls-$deb"
+        "$gnu-gcc" --sysroot="$sysroot" tests/cross/v4l2_ioctls.c -o "$probe"
+        $qemu -L "$sysroot" "$probe" >"$probe.txt"
+        export FUSIOND_V4L2_IOCTLS="$probe.txt"
         cargo test --profile cross --target "$triple" --lib --quiet
         echo "cross: $triple unit tests under $qemu in $((SECONDS - start)) s"
     fi
