@@ -235,7 +235,10 @@ mod tests {
             return std::fs::read_to_string(&table)
                 .unwrap_or_else(|e| panic!("FUSIOND_V4L2_IOCTLS={}: {e}", Path::new(&table).display()));
         }
-        let probe = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cross/v4l2_ioctls.c");
+        // cargo's run-time value: a test binary built in another checkout
+        // that shares the target directory must read this checkout's probe.
+        let root = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into());
+        let probe = Path::new(&root).join("tests/cross/v4l2_ioctls.c");
         let dir = tempfile::tempdir().unwrap();
         let exe = dir.path().join("v4l2_ioctls");
         let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
