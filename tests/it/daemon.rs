@@ -262,11 +262,10 @@ impl Daemon {
 
     /// Peak RSS over the next `frames` published frames. Resident memory
     /// swings by a frame's working set as each frame is processed, and under
-    /// emulation a sample may land anywhere in that swing, so a single sample
-    /// (or one waited on until it "settles") is no baseline. The kernel's
-    /// high-water mark is reset (`clear_refs` 5, Linux >= 4.0) and read back
-    /// after the frames: the same window before and after compares like with
-    /// like.
+    /// emulation a sample may land anywhere in that swing, so no sample is a
+    /// baseline. The kernel's high-water mark is reset (`clear_refs` 5,
+    /// Linux >= 4.0) and read back after the frames: the same window before
+    /// and after compares like with like.
     fn peak_rss_kb_over_frames(&self, w: &Watcher, frames: usize) -> u64 {
         let pid = self.child.id();
         std::fs::write(format!("/proc/{pid}/clear_refs"), "5")
