@@ -174,9 +174,10 @@ impl NotifySocket {
 /// scaled under emulation like every timing below. The processing loop pings
 /// every half interval, between frames, so the worst gap is half an interval
 /// plus one frame, and the gap check (< 0.9 interval) holds while a frame
-/// takes under 0.4 of it. Natively a frame takes ~0.1 s; under qemu-aarch64
-/// with the other tests and a busy core beside it, up to ~8 s, against the
-/// 12 s that 3 s x 10 allows.
+/// takes under 0.4 of it: 1.2 s natively (a frame takes ~0.1 s) and 12 s
+/// under qemu-aarch64 (x10), where with other tests and a busy core beside
+/// it the worst gap measured 18.5 s of 30, i.e. frames of ~3.5 s, and a 1 s
+/// interval (4 s of frame budget) failed.
 const WATCHDOG: Duration = Duration::from_secs(3);
 
 fn spawn_notified(dir: &Path, port: u16, device: &str, extra: &str) -> (NotifySocket, Daemon) {
