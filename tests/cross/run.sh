@@ -105,9 +105,9 @@ for arch in "${arches[@]}"; do
     fi
     # Integration tests under emulation (default: none). The whole suite
     # takes 22-34 min under qemu-aarch64 here (34 with a core kept busy);
-    # `capture:: cli::` (frame
-    # sources, the CLI on the real models and photos) about 1. With less
-    # than 40 min left before CROSS_DEADLINE, "all" runs those two only.
+    # `capture:: cli::` (frame sources, the CLI on the real models and
+    # photos) about 1. With less than 40 min left before CROSS_DEADLINE,
+    # "all" runs those two only.
     if [ -n "${CROSS_IT:-}" ] && [[ " $steps " == *" test "* ]]; then
         start=$SECONDS
         it="$CROSS_IT"
