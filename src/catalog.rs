@@ -1,13 +1,12 @@
-//! Finds model files through one or more manifests, verifies their SHA-256,
-//! memory-maps them and hands the bytes to the inference backend.
+//! Finds model files through one or more manifests, memory-maps them and
+//! verifies their SHA-256. It needs no inference engine: loading is the
+//! store's job.
 
-use crate::infer::{Backend, Engines, InferError, InputShape, Model};
 use crate::manifest::{Kind, Manifest, ManifestError, ModelEntry};
 use memmap2::Mmap;
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
@@ -23,8 +22,6 @@ pub enum CatalogError {
     Io { name: String, path: PathBuf, source: std::io::Error },
     #[error("model `{name}`: {path} has {algorithm} {actual} but {expected} is expected; the file is corrupt or tampered with, replace it")]
     Checksum { name: String, path: PathBuf, algorithm: &'static str, expected: String, actual: String },
-    #[error("model `{name}` ({path}): {source}")]
-    Load { name: String, path: PathBuf, source: InferError },
 }
 
 /// A read-only mapping of a verified model file.
@@ -80,29 +77,19 @@ fn check_facefusion_hash(entry: &ModelEntry, path: &std::path::Path, bytes: &[u8
 /// The manifests of every model directory, searched in order.
 pub struct Catalog {
     manifests: Vec<Manifest>,
-    engines: Engines,
     verify: bool,
 }
 
 impl Catalog {
-    pub fn open(dirs: &[PathBuf], engines: impl Into<Engines>) -> Result<Catalog, CatalogError> {
+    pub fn open(dirs: &[PathBuf]) -> Result<Catalog, CatalogError> {
         let manifests = dirs.iter().map(|d| Manifest::for_dir(d)).collect::<Result<_, _>>()?;
-        Ok(Catalog { manifests, engines: engines.into(), verify: true })
+        Ok(Catalog { manifests, verify: true })
     }
 
     /// Whether [`Catalog::open_file`] hashes files (default on). Staged
     /// files were verified while they were copied.
     pub fn set_verify(&mut self, verify: bool) {
         self.verify = verify;
-    }
-
-    pub fn engines(&self) -> &Engines {
-        &self.engines
-    }
-
-    /// The engine model `name` is loaded with.
-    pub fn backend(&self, name: &str) -> &dyn Backend {
-        self.engines.for_model(name)
     }
 
     fn entries(&self) -> impl Iterator<Item = (&Manifest, &ModelEntry)> {
@@ -163,26 +150,5 @@ impl Catalog {
             None => check_facefusion_hash(entry, &path, &map)?,
         }
         Ok(ModelFile { path, map })
-    }
-
-    /// Verifies, maps and loads `entry` with the given fixed input shapes.
-    pub fn load(&self, entry: &ModelEntry, inputs: &[InputShape]) -> Result<Arc<dyn Model>, CatalogError> {
-        let file = Arc::new(self.open_file(entry)?);
-        self.load_file(entry, file, inputs)
-    }
-
-    /// Loads an already opened (verified) file of `entry` on its engine.
-    pub fn load_file(
-        &self,
-        entry: &ModelEntry,
-        file: Arc<ModelFile>,
-        inputs: &[InputShape],
-    ) -> Result<Arc<dyn Model>, CatalogError> {
-        let path = file.path.clone();
-        self.backend(&entry.name).load(file, inputs).map_err(|source| CatalogError::Load {
-            name: entry.name.clone(),
-            path,
-            source,
-        })
     }
 }

@@ -2,16 +2,17 @@
 //! retained states to publish and the actions for the pipeline out. A
 //! refused command changes nothing and yields only an error.
 
+use crate::face::{Blend, SelectorMode};
 use crate::mqtt::{parse, Command, CommandError, CommandLimits, SourceCommand};
 
 /// The settings commands can change, as echoed on `<feature>/state`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     pub enabled: bool,
+    /// The tier that runs (not the one last asked for, when it fell back).
     pub quality: String,
-    /// 0..=100 percent.
-    pub blend: f32,
-    pub selector: String,
+    pub blend: Blend,
+    pub selector: SelectorMode,
     /// Frames per second on `frame`; 0 is off.
     pub frame_rate: f32,
     /// The source state as published (JSON naming the active identity and
@@ -26,7 +27,8 @@ pub enum Effect {
     State { feature: &'static str, value: String },
     /// Compute (or look up) and set the source identity.
     SetSource(SourceCommand),
-    /// Switch the pipeline to tier `0`.
+    /// Switch the pipeline to tier `0`; the daemon then reports the tier
+    /// that runs with [`Control::tier_in_use`], which echoes the state.
     SwitchTier(String),
     /// Apply the new blend (0..1), selector or enabled flag to the pipeline.
     Reconfigure,
@@ -64,8 +66,8 @@ impl Control {
         let mut out = vec![
             Effect::State { feature: "enabled", value: on_off(s.enabled) },
             Effect::State { feature: "quality", value: s.quality.clone() },
-            Effect::State { feature: "blend", value: format!("{}", s.blend) },
-            Effect::State { feature: "selector", value: s.selector.clone() },
+            Effect::State { feature: "blend", value: format!("{}", s.blend.percent()) },
+            Effect::State { feature: "selector", value: s.selector.to_string() },
             Effect::State { feature: "frame_rate", value: format!("{}", s.frame_rate) },
         ];
         if let Some(name) = &s.source {
@@ -86,17 +88,16 @@ impl Control {
                 s.enabled = on;
                 vec![Effect::Reconfigure, Effect::State { feature: "enabled", value: on_off(on) }]
             }
-            Command::Quality(tier) => {
-                s.quality = tier.clone();
-                vec![Effect::SwitchTier(tier.clone()), Effect::State { feature: "quality", value: tier }]
-            }
+            // The state follows once the switch says which tier runs: a tier
+            // that cannot load falls back, and the state names the fallback.
+            Command::Quality(tier) => vec![Effect::SwitchTier(tier)],
             Command::Blend(v) => {
                 s.blend = v;
-                vec![Effect::Reconfigure, Effect::State { feature: "blend", value: format!("{v}") }]
+                vec![Effect::Reconfigure, Effect::State { feature: "blend", value: format!("{}", v.percent()) }]
             }
             Command::Selector(sel) => {
-                s.selector = sel.clone();
-                vec![Effect::Reconfigure, Effect::State { feature: "selector", value: sel }]
+                s.selector = sel;
+                vec![Effect::Reconfigure, Effect::State { feature: "selector", value: sel.to_string() }]
             }
             Command::FrameRate(fps) => {
                 s.frame_rate = fps;
@@ -137,8 +138,8 @@ mod tests {
         let settings = Settings {
             enabled: true,
             quality: "fast".into(),
-            blend: 100.0,
-            selector: "one".into(),
+            blend: Blend::FULL,
+            selector: SelectorMode::One,
             frame_rate: 5.0,
             source: None,
         };
@@ -149,13 +150,16 @@ mod tests {
     #[test]
     fn a_valid_command_changes_the_setting_and_echoes_its_state() {
         let mut c = control();
+        assert_eq!(c.handle("quality", b"quality"), vec![Effect::SwitchTier("quality".into())]);
+        assert_eq!(c.settings().quality, "fast", "the quality state follows the switch");
         assert_eq!(
-            c.handle("quality", b"quality"),
-            vec![Effect::SwitchTier("quality".into()), Effect::State { feature: "quality", value: "quality".into() }]
+            c.tier_in_use("quality"),
+            Effect::State { feature: "quality", value: "quality".into() },
+            "the tier that runs is echoed"
         );
         assert_eq!(c.settings().quality, "quality");
         c.handle("blend", b"40");
-        assert_eq!(c.settings().blend, 40.0);
+        assert_eq!(c.settings().blend.percent(), 40.0);
         c.handle("enabled", b"OFF");
         assert!(!c.settings().enabled);
     }

@@ -2,14 +2,17 @@
 //! follows and how it is fed. Parsed strictly: an unknown key is an error
 //! that names the file and the key.
 
-use crate::face::Template;
-use crate::vision::{ChannelOrder, Normalization};
+use crate::infer::InputShape;
+use crate::vision::{ChannelOrder, Normalization, Template};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The manifest compiled into the binary: the shared test models plus the
 /// FaceFusion models that users download themselves.
 pub const BUILTIN: &str = include_str!("../models/manifest.toml");
+
+/// Length of the identity vector every supported swapper takes as `source`.
+pub const LATENT_LEN: usize = 512;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
@@ -82,6 +85,11 @@ impl Contract {
         }
     }
 
+    /// Values a recogniser of this contract puts out per face.
+    fn default_embedding_len(self) -> Option<usize> {
+        matches!(self, Contract::Arcface).then_some(LATENT_LEN)
+    }
+
     /// Model output → 0..1 as `value · std + mean` (swappers and enhancers).
     fn default_output(self) -> (f32, f32) {
         match self {
@@ -111,6 +119,7 @@ pub(crate) struct RawEntry {
     output_mean: Option<f32>,
     output_std: Option<f32>,
     template: Option<Template>,
+    embedding_len: Option<usize>,
     pub(crate) emap: Option<String>,
     emap_source: Option<String>,
     #[serde(default)]
@@ -145,6 +154,9 @@ pub struct ModelEntry {
     pub output_mean: f32,
     pub output_std: f32,
     pub template: Option<Template>,
+    /// Recognisers: values in the identity vector, checked when the model
+    /// loads (the face bank and the swappers take 512).
+    pub embedding_len: Option<usize>,
     /// inswapper's emap side file (safetensors, tensor `emap`).
     pub emap: Option<PathBuf>,
     /// inswapper only: the float model whose graph holds this model's emap
@@ -159,6 +171,30 @@ pub struct ModelEntry {
 impl ModelEntry {
     pub fn kind(&self) -> Kind {
         self.contract.kind()
+    }
+
+    /// The fixed input shapes a model of this contract is loaded with.
+    pub fn input_shapes(&self) -> Vec<InputShape> {
+        let [w, h] = self.input_size.map(|v| v as usize);
+        match (self.kind(), self.contract) {
+            (Kind::Swapper, _) => {
+                vec![InputShape::named("target", &[1, 3, h, w]), InputShape::named("source", &[1, LATENT_LEN])]
+            }
+            (_, Contract::Landmark68) => vec![InputShape::first(&[1, 1, h, w])],
+            _ => vec![InputShape::first(&[1, 3, h, w])],
+        }
+    }
+
+    /// This entry at another input size, rounded up to a multiple of 32
+    /// (which every detector family needs); only resizable exports can.
+    pub fn resized(&self, [w, h]: [u32; 2]) -> Result<ModelEntry, String> {
+        if !self.resizable && [w, h] != self.input_size {
+            return Err(format!(
+                "model `{}` has a fixed {:?} input; it cannot run at {w}x{h}",
+                self.name, self.input_size
+            ));
+        }
+        Ok(ModelEntry { input_size: [w.div_ceil(32) * 32, h.div_ceil(32) * 32], ..self.clone() })
     }
 }
 
@@ -225,6 +261,11 @@ impl Manifest {
                 return Err(invalid("std must be finite and non-zero".into()));
             }
             let (output_mean, output_std) = r.contract.default_output();
+            let embedding_len = match (r.embedding_len, r.contract.default_embedding_len()) {
+                (Some(_), None) => return Err(invalid("embedding_len is for recognisers only".into())),
+                (Some(0), _) => return Err(invalid("embedding_len must be > 0".into())),
+                (given, default) => given.or(default),
+            };
             entries.push(ModelEntry {
                 file: dir.join(&r.file),
                 sha256: r.sha256.as_ref().map(|s| s.to_ascii_lowercase()),
@@ -238,6 +279,7 @@ impl Manifest {
                 output_mean: r.output_mean.unwrap_or(output_mean),
                 output_std: r.output_std.unwrap_or(output_std),
                 template: r.template.or(r.contract.default_template()),
+                embedding_len,
                 emap: r.emap.as_ref().map(|e| dir.join(e)),
                 emap_source: r.emap_source.clone(),
                 renormalize_latent: r.renormalize_latent,

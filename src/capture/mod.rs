@@ -9,7 +9,7 @@ mod v4l2;
 pub use fake::{Fault, FaultySource};
 pub use latest::LatestFrame;
 pub use sequence::SequenceSource;
-pub use v4l2::{V4l2Settings, V4l2Source};
+pub use v4l2::V4l2Source;
 
 use crate::vision::RgbImage;
 use std::time::SystemTime;

@@ -1,7 +1,8 @@
 use super::{CaptureError, Frame, FrameSource};
+use crate::config::CameraConfig;
 use crate::vision::{nv12_to_rgb, yuyv_to_rgb, RgbImage};
 use image::ImageDecoder;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 use v4l::buffer::Type;
 use v4l::io::mmap::Stream;
@@ -12,19 +13,6 @@ use v4l::{Device, FourCC};
 /// Buffers mapped for streaming: enough to keep the driver busy while one is
 /// converted, few enough that a frame is never old.
 const BUFFERS: u32 = 4;
-
-/// What to ask the camera for.
-#[derive(Debug, Clone)]
-pub struct V4l2Settings {
-    pub device: PathBuf,
-    /// FourCCs in order of preference: MJPG, YUYV, NV12.
-    pub formats: Vec<String>,
-    pub width: u32,
-    pub height: u32,
-    pub fps: u32,
-    /// No frame for this long is a stall.
-    pub timeout: Duration,
-}
 
 /// A V4L2 camera streaming through mmap buffers, converted into RGB frames.
 pub struct V4l2Source {
@@ -53,10 +41,10 @@ mod libc_errno {
 }
 
 impl V4l2Source {
-    /// Opens the device (following a by-id link), negotiates the first
-    /// preferred format it offers at the asked size and rate, and maps the
-    /// buffers.
-    pub fn open(s: &V4l2Settings) -> Result<V4l2Source, CaptureError> {
+    /// Opens `camera.device` (following a by-id link), negotiates the first
+    /// of `camera.formats` it offers at the asked size and rate, and maps the
+    /// buffers; no frame for `camera.stall_timeout_ms` is a stall.
+    pub fn open(s: &CameraConfig) -> Result<V4l2Source, CaptureError> {
         let path = s.device.canonicalize().unwrap_or_else(|_| s.device.clone());
         let shown = s.device.display().to_string();
         let open_err =
@@ -99,7 +87,7 @@ impl V4l2Source {
         }
         let mut stream =
             Stream::with_buffers(&dev, Type::VideoCapture, BUFFERS).map_err(|e| open_err("map buffers", e))?;
-        stream.set_timeout(s.timeout);
+        stream.set_timeout(Duration::from_millis(s.stall_timeout_ms));
         log::info!(
             "{shown}: {} {}x{} (stride {}), {} buffers",
             String::from_utf8_lossy(&fourcc),
@@ -127,10 +115,6 @@ impl V4l2Source {
         out.retain(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("video")));
         out.sort();
         out
-    }
-
-    pub fn exists(path: &Path) -> bool {
-        path.exists()
     }
 }
 

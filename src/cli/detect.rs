@@ -53,9 +53,9 @@ fn debug_path(out: &Path, image: &Path, many: bool) -> PathBuf {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let catalog = args.models.catalog()?;
-    let mut detector = args.models.detector(&catalog)?;
-    let mut recognizer = if args.embed { Some(args.models.recognizer(&catalog)?) } else { None };
+    let loader = args.models.loader()?;
+    let mut detector = args.models.detector(&loader)?;
+    let mut recognizer = if args.embed { Some(args.models.recognizer(&loader)?) } else { None };
     for path in &args.images {
         let img = load_image(path)?;
         let faces = detector.detect(&img)?;

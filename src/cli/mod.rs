@@ -1,19 +1,17 @@
 //! Command-line subcommands. Wiring only: each parses its flags into the
-//! library's settings and calls it.
+//! library's settings and calls it. The benchmarks are a binary of their
+//! own (`benches/fusiond-bench`).
 
-mod bench;
-mod bench_live;
-mod bench_models;
 mod detect;
 mod run;
 mod store;
 mod swap;
 mod tools;
 
-use crate::catalog::Catalog;
-use crate::config::{EngineKind, InferenceConfig};
-use crate::face::{largest_identity, Detector, MaskSettings, Recognizer, Selector, Swapper};
-use crate::infer::Engines;
+use crate::face::{Detector, Enhancer, MaskSettings, Recognizer, Swapper};
+use crate::infer::{EngineKind, Engines, InferenceSettings};
+use crate::manifest::Kind;
+use crate::store::{LoadedModel, Loader};
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
@@ -39,10 +37,6 @@ pub enum Command {
     Detect(detect::Args),
     /// Swap the source face onto the faces of a target image.
     Swap(swap::Args),
-    /// Print per-stage latency (median of N runs) on a real photo.
-    Bench(bench::Args),
-    /// End-to-end cost of a 640x480 frame (0/1/2 faces, detect-only and swap): per stage, then live.
-    BenchLive(bench_live::Args),
     /// Run one model on .npy inputs and write its raw outputs as .npy.
     Infer(tools::InferArgs),
     /// Extract inswapper's emap from a float graph into its safetensors side file.
@@ -57,8 +51,6 @@ pub enum Command {
     /// Load every tier's models on their configured engines once, so TensorRT
     /// engines are built and cached before the daemon's first start.
     Warm(store::ConfigArgs),
-    /// Per-model latency, load time and memory: tract vs ONNX Runtime, FP32 vs INT8, 1 vs 2 threads.
-    BenchModels(bench_models::Args),
 }
 
 /// Model directories and detector choice shared by the subcommands.
@@ -107,14 +99,14 @@ pub enum EngineChoice {
 }
 
 impl EngineArgs {
-    pub fn inference(&self) -> InferenceConfig {
-        let mut c = InferenceConfig {
+    pub fn inference(&self) -> InferenceSettings {
+        let mut c = InferenceSettings {
             engine: match self.engine {
                 EngineChoice::Tract => EngineKind::Tract,
                 EngineChoice::Ort => EngineKind::Ort,
             },
             tract_threads: self.threads.max(1),
-            ..InferenceConfig::default()
+            ..InferenceSettings::default()
         };
         c.ort.threads = self.threads.max(1);
         c.ort.library = ort_library(self.ort_library.as_deref());
@@ -122,7 +114,7 @@ impl EngineArgs {
     }
 
     pub fn engines(&self) -> Result<Engines> {
-        Ok(Engines::from_config(&self.inference())?)
+        Ok(Engines::from_settings(&self.inference())?)
     }
 }
 
@@ -131,7 +123,7 @@ pub fn ort_library(explicit: Option<&Path>) -> PathBuf {
     explicit
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os("FUSIOND_ORT_LIBRARY").map(PathBuf::from))
-        .unwrap_or_else(|| InferenceConfig::default().ort.library)
+        .unwrap_or_else(|| InferenceSettings::default().ort.library)
 }
 
 fn parse_size(s: &str) -> Result<[u32; 2], String> {
@@ -143,36 +135,54 @@ fn parse_size(s: &str) -> Result<[u32; 2], String> {
 }
 
 impl ModelArgs {
-    pub fn catalog(&self) -> Result<Catalog> {
-        let dirs = if !self.dirs.is_empty() {
+    /// The model directories: --models, else $FUSIOND_MODELS, else the default.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        if !self.dirs.is_empty() {
             self.dirs.clone()
         } else if let Ok(env) = std::env::var("FUSIOND_MODELS") {
             std::env::split_paths(&env).collect()
         } else {
             vec![PathBuf::from(DEFAULT_MODEL_DIR)]
-        };
-        Ok(Catalog::open(&dirs, self.engine.engines()?)?)
+        }
     }
 
-    pub fn detector(&self, catalog: &Catalog) -> Result<Detector> {
-        let mut d = Detector::load(catalog, self.detector.as_deref(), self.size)?;
+    pub fn loader(&self) -> Result<Loader> {
+        Ok(Loader::open(&self.dirs(), self.engine.engines()?)?)
+    }
+
+    /// The detector model, at --size when given (resizable exports only).
+    pub fn detector_model(&self, loader: &Loader) -> Result<LoadedModel> {
+        let mut entry = loader.catalog().pick(self.detector.as_deref(), Kind::Detector)?.clone();
+        if let Some(size) = self.size {
+            entry = entry.resized(size).map_err(anyhow::Error::msg)?;
+        }
+        Ok(loader.load(&entry)?)
+    }
+
+    pub fn detector(&self, loader: &Loader) -> Result<Detector> {
         if !(0.0..=1.0).contains(&self.score) {
             anyhow::bail!("--score {} is outside 0..1", self.score);
         }
+        let m = self.detector_model(loader)?;
+        let mut d = Detector::new(m.entry, &*m.model)?;
         d.settings.score_threshold = self.score;
         Ok(d)
     }
 
-    pub fn recognizer(&self, catalog: &Catalog) -> Result<Recognizer> {
-        Ok(Recognizer::load(catalog, self.recognizer.as_deref())?)
+    pub fn recognizer(&self, loader: &Loader) -> Result<Recognizer> {
+        let m = loader.pick(self.recognizer.as_deref(), Kind::Recognizer)?;
+        Ok(Recognizer::new(m.entry, &*m.model)?)
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SelectorMode {
-    One,
-    Many,
-    Reference,
+pub fn swapper(loader: &Loader, name: Option<&str>) -> Result<Swapper> {
+    let m = loader.pick(name, Kind::Swapper)?;
+    Ok(Swapper::new(m.entry, &*m.model, m.emap, MaskSettings::default())?)
+}
+
+pub fn enhancer(loader: &Loader, name: &str) -> Result<Enhancer> {
+    let m = loader.pick(Some(name), Kind::Enhancer)?;
+    Ok(Enhancer::new(m.entry, &*m.model, MaskSettings::default())?)
 }
 
 pub fn load_image(path: &Path) -> Result<image::RgbImage> {
@@ -184,45 +194,17 @@ pub fn save_image(img: &image::RgbImage, path: &Path) -> Result<()> {
     img.save(path).with_context(|| format!("cannot write image {}", path.display()))
 }
 
-/// Builds the face selector; `reference` mode embeds the largest face of
-/// `reference` with the given pipeline parts.
-pub fn selector(
-    mode: SelectorMode,
-    reference: Option<&Path>,
-    max_distance: f32,
-    det: &mut Detector,
-    rec: &mut Recognizer,
-) -> Result<Selector> {
-    Ok(match mode {
-        SelectorMode::One => Selector::One,
-        SelectorMode::Many => Selector::Many,
-        SelectorMode::Reference => {
-            let path = reference.context("--selector reference needs --reference IMAGE")?;
-            let label = path.display().to_string();
-            let reference = largest_identity(det, rec, &load_image(path)?, &label)?;
-            Selector::Reference { reference, max_distance }
-        }
-    })
-}
-
-pub fn swapper(catalog: &Catalog, name: Option<&str>) -> Result<Swapper> {
-    Ok(Swapper::load(catalog, name, MaskSettings::default())?)
-}
-
 /// Runs the command; the `u8` is the exit status when it succeeded.
 pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Run(a) => run::run(a).map(|()| 0),
         Command::Detect(a) => detect::run(a).map(|()| 0),
         Command::Swap(a) => swap::run(a).map(|()| 0),
-        Command::Bench(a) => bench::run(a).map(|()| 0),
-        Command::BenchLive(a) => bench_live::run(a).map(|()| 0),
         Command::Infer(a) => tools::infer(a).map(|()| 0),
         Command::Emap(a) => tools::emap(a).map(|()| 0),
         Command::Stage(a) => store::stage_cmd(a),
         Command::Load(a) => store::load(a).map(|()| 0),
         Command::CheckConfig(a) => store::check_config(a).map(|()| 0),
         Command::Warm(a) => store::warm(a).map(|()| 0),
-        Command::BenchModels(a) => bench_models::run(a).map(|()| 0),
     }
 }

@@ -1,9 +1,9 @@
+use crate::catalog::Catalog;
 use crate::config::{Config, DEFAULT_PATH};
-use crate::infer::{Engines, TractBackend};
-use crate::store::{stage, Store, TierOutcome};
+use crate::infer::Engines;
+use crate::store::{stage, Store};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub struct ConfigArgs {
@@ -32,12 +32,12 @@ pub struct LoadArgs {
 
 pub fn check_config(args: ConfigArgs) -> Result<()> {
     let config = args.load()?;
-    let catalog = crate::catalog::Catalog::open(&config.models.dirs, Arc::new(TractBackend::default()))?;
+    let catalog = Catalog::open(&config.models.dirs)?;
     for name in config.all_models() {
         catalog.entry(name).with_context(|| format!("a tier names model `{name}`"))?;
     }
     // Loads the ONNX Runtime library when a model runs on it.
-    let engines = Engines::from_config(&config.inference)?;
+    let engines = Engines::from_settings(&config.inference)?;
     println!(
         "{}: ok ({} tier(s): {}; engine {})",
         args.config.display(),
@@ -51,7 +51,7 @@ pub fn check_config(args: ConfigArgs) -> Result<()> {
 /// Stages and returns the process exit code (0 all tiers usable, 2 some, 1 none).
 pub fn stage_cmd(args: ConfigArgs) -> Result<u8> {
     let config = args.load()?;
-    let catalog = crate::catalog::Catalog::open(&config.models.dirs, Arc::new(TractBackend::default()))?;
+    let catalog = Catalog::open(&config.models.dirs)?;
     let report = stage(&config, &catalog)?;
     for f in &report.report {
         match (&f.error, f.copy_mb_s, f.hash_mb_s) {
@@ -95,7 +95,7 @@ fn since_process_start() -> Option<f64> {
 /// engine and timing caches are built before the first start.
 pub fn warm(args: ConfigArgs) -> Result<()> {
     let config = args.load()?;
-    let store = Store::open(&config, Engines::from_config(&config.inference)?)?;
+    let store = Store::open(&config, Engines::from_settings(&config.inference)?)?;
     let mut failed = 0;
     let mut fell_back = 0;
     for name in config.all_models() {
@@ -118,7 +118,7 @@ pub fn warm(args: ConfigArgs) -> Result<()> {
             }
         }
     }
-    if config.inference.uses_ort() && config.inference.ort.providers.contains(&crate::config::ProviderKind::Tensorrt) {
+    if config.inference.builds_engines() {
         println!("TensorRT caches: {}", config.inference.ort.tensorrt.cache_dir.display());
     }
     anyhow::ensure!(failed == 0, "{failed} model(s) could not be loaded");
@@ -132,14 +132,11 @@ pub fn warm(args: ConfigArgs) -> Result<()> {
 
 pub fn load(args: LoadArgs) -> Result<()> {
     let config = args.config.load()?;
-    let store = Store::open(&config, Engines::from_config(&config.inference)?)?;
+    let store = Store::open(&config, Engines::from_settings(&config.inference)?)?;
     let tier = args.tier.clone().unwrap_or_else(|| config.models.start_tier.clone());
-    let (models, degraded) = match store.activate(&tier).map_err(anyhow::Error::msg)? {
-        TierOutcome::Ready(m) => (m, None),
-        TierOutcome::Degraded { models, reason, .. } => (models, Some(reason)),
-    };
+    let (models, degraded) = store.activate(&tier).map_err(anyhow::Error::msg)?.into_parts();
     let ready_s = since_process_start();
-    let (rss, peak) = crate::store::loader_rss();
+    let (rss, peak) = crate::store::rss();
     if args.json {
         let per_model: Vec<_> = models
             .all()

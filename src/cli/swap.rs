@@ -1,7 +1,14 @@
-use super::{load_image, save_image, selector, swapper, ModelArgs, SelectorMode};
-use crate::face::{Enhancer, FusionPipeline, PipelineSettings};
-use anyhow::{ensure, Result};
+use super::{enhancer, load_image, save_image, swapper, ModelArgs};
+use crate::face::{
+    largest_identity, Blend, FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode,
+};
+use anyhow::{Context, Result};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+fn parse_selector(s: &str) -> Result<SelectorMode, String> {
+    SelectorMode::parse(s).ok_or_else(|| format!("`{s}` is not one, many or reference"))
+}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -26,7 +33,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1.0)]
     blend: f32,
     /// Which target faces to swap.
-    #[arg(long, value_enum, default_value_t = SelectorMode::One)]
+    #[arg(long, value_parser = parse_selector, default_value = "one")]
     selector: SelectorMode,
     /// Photo of the person to replace (for --selector reference).
     #[arg(long)]
@@ -37,29 +44,42 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    ensure!((0.0..=1.0).contains(&args.blend), "--blend {} is outside 0..1", args.blend);
-    let catalog = args.models.catalog()?;
-    let mut detector = args.models.detector(&catalog)?;
-    let mut recognizer = args.models.recognizer(&catalog)?;
-    let swapper = swapper(&catalog, args.swapper.as_deref())?;
-    let selector =
-        selector(args.selector, args.reference.as_deref(), args.reference_distance, &mut detector, &mut recognizer)?;
-    let mut pipeline =
-        FusionPipeline::new(detector, recognizer, swapper, PipelineSettings { blend: args.blend, selector });
+    let blend = Blend::new(args.blend * 100.0).with_context(|| format!("--blend {} is outside 0..1", args.blend))?;
+    let loader = args.models.loader()?;
+    let mut fusion = FusionPipeline::new(
+        args.models.detector(&loader)?,
+        args.models.recognizer(&loader)?,
+        swapper(&loader, args.swapper.as_deref())?,
+        PipelineSettings::default(),
+    );
     if let Some(name) = &args.enhancer {
-        pipeline.enhancer = Some(Enhancer::load(&catalog, Some(name))?);
+        fusion.enhancer = Some(enhancer(&loader, name)?);
+    }
+    let reference = match (args.selector, &args.reference) {
+        (SelectorMode::Reference, None) => anyhow::bail!("--selector reference needs --reference IMAGE"),
+        (SelectorMode::Reference, Some(path)) => {
+            let label = path.display().to_string();
+            Some(largest_identity(&mut fusion.detector, &mut fusion.recognizer, &load_image(path)?, &label)?)
+        }
+        _ => None,
+    };
+    // A still image: detect on its one frame.
+    let settings = LiveSettings { detect_interval: Duration::ZERO, blend, selector: args.selector };
+    let mut pipeline = LivePipeline::new(fusion, settings);
+    if let Some(r) = reference {
+        pipeline.lock_reference(r, args.reference_distance);
     }
     let source = load_image(&args.source)?;
     pipeline.set_source(&source, &args.source.display().to_string())?;
     let mut frame = load_image(&args.target)?;
-    let report = pipeline.process(&mut frame)?;
+    let report = pipeline.process(&mut frame, Instant::now())?;
     save_image(&frame, &args.output)?;
     println!(
         "{}: swapped {} of {} face(s) with {} -> {} ({:.1} ms)",
         args.target.display(),
         report.swapped.len(),
         report.faces.len(),
-        pipeline.swapper.entry().name,
+        pipeline.fusion().swapper.entry().name,
         args.output.display(),
         report.timings.total.as_secs_f64() * 1e3
     );

@@ -1,7 +1,7 @@
 use super::ModelArgs;
-use crate::face::{extract_emap, write_emap};
 use crate::infer::InputShape;
 use crate::npy;
+use crate::store::emap;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 
@@ -36,8 +36,8 @@ fn safe_name(name: &str) -> String {
 }
 
 pub fn infer(args: InferArgs) -> Result<()> {
-    let catalog = args.models.catalog()?;
-    let entry = catalog.entry(&args.model)?;
+    let loader = args.models.loader()?;
+    let entry = loader.catalog().entry(&args.model)?;
     let mut named = Vec::new();
     for spec in &args.inputs {
         let (name, path) = spec.split_once('=').with_context(|| format!("--input `{spec}` is not NAME=FILE.npy"))?;
@@ -46,7 +46,7 @@ pub fn infer(args: InferArgs) -> Result<()> {
         named.push((name.to_string(), tensor));
     }
     let shapes: Vec<InputShape> = named.iter().map(|(n, t)| InputShape::named(n, t.shape())).collect();
-    let model = catalog.load(entry, &shapes)?;
+    let model = loader.load_with(entry, &shapes)?;
     let mut session = model.session()?;
     let refs: Vec<(&str, &crate::infer::Tensor)> = named.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let outputs = session.run(&refs)?;
@@ -62,11 +62,11 @@ pub fn infer(args: InferArgs) -> Result<()> {
 }
 
 pub fn emap(args: EmapArgs) -> Result<()> {
-    let catalog = args.models.catalog()?;
+    let catalog = crate::catalog::Catalog::open(&args.models.dirs())?;
     let entry = catalog.entry(&args.model)?;
-    let emap = extract_emap(&catalog.open_file(entry)?)?;
-    let out = args.output.unwrap_or_else(|| entry.emap.clone().unwrap_or_else(|| crate::face::emap_path(&entry.file)));
-    write_emap(&out, &emap)?;
+    let emap = emap::extract_emap(&catalog.open_file(entry)?)?;
+    let out = args.output.unwrap_or_else(|| emap::side_file(entry));
+    emap::write_emap(&out, &emap)?;
     println!("{}: emap {:?} -> {}", entry.name, emap.shape(), out.display());
     Ok(())
 }

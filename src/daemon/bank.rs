@@ -4,6 +4,7 @@
 //! full disk never leaves a half-written bank.
 
 use crate::face::Embedding;
+use crate::manifest::LATENT_LEN;
 use safetensors::{tensor::TensorView, Dtype, SafeTensors};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,8 @@ pub enum BankError {
     Full,
     #[error("no identity named `{0}` in the face bank")]
     Unknown(String),
+    #[error("the face bank keeps {LATENT_LEN}-d identities; this recogniser gave {0} values")]
+    Length(usize),
 }
 
 pub struct FaceBank {
@@ -45,7 +48,7 @@ impl FaceBank {
         let st = SafeTensors::deserialize(&bytes).map_err(|e| corrupt(e.to_string()))?;
         let mut entries = BTreeMap::new();
         for (name, view) in st.tensors() {
-            if view.dtype() != Dtype::F32 || view.shape() != [crate::face::LATENT_LEN] {
+            if view.dtype() != Dtype::F32 || view.shape() != [LATENT_LEN] {
                 return Err(corrupt(format!("`{name}` is {:?} {:?}, not F32 [512]", view.dtype(), view.shape())));
             }
             let v: Vec<f32> =
@@ -65,6 +68,9 @@ impl FaceBank {
 
     /// Adds or replaces `name` and saves the bank.
     pub fn insert(&mut self, name: &str, embedding: &Embedding) -> Result<(), BankError> {
+        if embedding.raw.len() != LATENT_LEN {
+            return Err(BankError::Length(embedding.raw.len()));
+        }
         if !self.entries.contains_key(name) && self.entries.len() >= MAX_IDENTITIES {
             return Err(BankError::Full);
         }
@@ -84,11 +90,14 @@ impl FaceBank {
         let io = |source| BankError::Io { path: self.path.clone(), source };
         let bytes: Vec<(String, Vec<u8>)> =
             self.entries.iter().map(|(n, v)| (n.clone(), v.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
-        let views = bytes.iter().map(|(n, b)| {
-            (n.as_str(), TensorView::new(Dtype::F32, vec![crate::face::LATENT_LEN], b).expect("512 f32 = 2048 bytes"))
-        });
-        let data = safetensors::serialize(views, None)
-            .map_err(|e| BankError::Corrupt { path: self.path.clone(), message: e.to_string() })?;
+        let corrupt =
+            |e: safetensors::SafeTensorError| BankError::Corrupt { path: self.path.clone(), message: e.to_string() };
+        let views = bytes
+            .iter()
+            .map(|(n, b)| TensorView::new(Dtype::F32, vec![LATENT_LEN], b).map(|v| (n.as_str(), v)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(corrupt)?;
+        let data = safetensors::serialize(views, None).map_err(corrupt)?;
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
@@ -116,6 +125,15 @@ mod tests {
         assert_eq!(again.names(), ["alice", "bob"]);
         assert_eq!(again.get("alice").unwrap().raw, emb(0.1).raw);
         assert!(matches!(again.get("carol"), Err(BankError::Unknown(_))));
+    }
+
+    #[test]
+    fn an_identity_of_another_length_is_refused_and_the_bank_is_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bank = FaceBank::open(dir.path()).unwrap();
+        let short = Embedding::from_raw(vec![0.5; 128]);
+        assert!(bank.insert("alice", &short).unwrap_err().to_string().contains("128"));
+        assert!(bank.names().is_empty());
     }
 
     #[test]

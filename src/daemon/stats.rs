@@ -1,9 +1,9 @@
-//! What `<base>/stats` reports: counters from every loop, folded into one
-//! JSON message by the control loop.
+//! The worker's per-frame figures and the rate of a counter, as
+//! `<base>/stats` reports them (folded in by [`super::counters`]).
 
 use crate::face::StageTimings;
-use crate::stats::{LatencyWindow, Percentiles};
-use serde::Serialize;
+use crate::mqtt::LatencyReport;
+use crate::stats::LatencyWindow;
 use std::time::Duration;
 
 /// Samples kept per latency window.
@@ -22,17 +22,6 @@ pub struct WorkerStats {
     encode: LatencyWindow,
     /// Capture to the frame's outputs being queued.
     latency: LatencyWindow,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct LatencyReport {
-    pub detect: Option<Percentiles>,
-    pub swap: Option<Percentiles>,
-    pub paste: Option<Percentiles>,
-    pub enhance: Option<Percentiles>,
-    pub pipeline: Option<Percentiles>,
-    pub encode: Option<Percentiles>,
-    pub capture_to_publish: Option<Percentiles>,
 }
 
 impl Default for WorkerStats {

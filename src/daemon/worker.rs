@@ -1,86 +1,38 @@
-//! The processing owner loop: always the newest frame, detection at most
-//! every `detect_interval` with IoU tracking in between, the swap, and the
-//! frame's outputs (faces JSON, rate-limited JPEG, snapshots) into the
-//! outbox. It never waits on MQTT.
+//! The processing owner loop: always the newest frame through the
+//! [`LivePipeline`], and the frame's outputs (faces JSON, rate-limited JPEG,
+//! snapshots) into the outbox. It never waits on MQTT, and it takes the
+//! control loop's changes from the [`Mailbox`] between frames.
 
+use super::mailbox::{Mailbox, Pending};
+use super::stages::fusion_pipeline;
 use super::stats::WorkerStats;
 use crate::capture::{Frame, LatestFrame};
-use crate::face::{
-    largest, Embedding, Face, FusionPipeline, PipelineSettings, Selector, StageTimings, Tracked, Tracker,
-};
-use crate::mqtt::{Message, Outbox, Topics};
+use crate::config::Config;
+use crate::control::Settings;
+use crate::face::{FrameReport, LivePipeline, LiveSettings, StageTimings};
+use crate::mqtt::{Event, FaceOut, FacesMessage, Message, Outbox, Stage, TimingsOut, Topics};
 use crate::store::TierModels;
 use crate::vision::RgbImage;
-use serde::Serialize;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::Receiver;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-/// Changes the control loop sends to the worker.
-pub enum ToWorker {
-    Models(TierModels),
-    /// The identity to swap in; `None` stops swapping.
-    Source(Option<Embedding>),
-    /// `frame_rate` is frames per second on `frame`; 0 is off.
-    Settings {
-        enabled: bool,
-        blend: f32,
-        selector: String,
-        frame_rate: f32,
-    },
-    Snapshot,
-    /// Hang (watchdog tests): no more frames, no more watchdog pings.
-    Stall,
-}
-
-#[derive(Debug, Clone)]
+/// The worker's own config keys; a reload posts them again.
+#[derive(Debug, Clone, PartialEq)]
 pub struct WorkerConfig {
     pub detect_interval: Duration,
     pub jpeg_quality: u8,
     /// Publishing frames at all (`output.frames`).
     pub frames: bool,
-    pub frame_rate: f32,
-    pub enabled: bool,
-    pub blend: f32,
-    pub selector: String,
 }
 
-/// FaceFusion's default reference distance.
-const REFERENCE_DISTANCE: f32 = 0.3;
-
-#[derive(Serialize)]
-struct FaceOut {
-    id: u64,
-    #[serde(rename = "box")]
-    bbox: [f32; 4],
-    score: f32,
-    swapped: bool,
-}
-
-#[derive(Serialize)]
-struct TimingsOut {
-    /// Time inside the inference engine, summed over models.
-    inference: f32,
-    detect: f32,
-    embed: f32,
-    swap: f32,
-    paste: f32,
-    enhance: f32,
-    encode: f32,
-    total: f32,
-}
-
-#[derive(Serialize)]
-struct FacesMessage<'a> {
-    seq: u64,
-    /// Capture time, Unix milliseconds.
-    captured_ms: u128,
-    /// Whether the detector ran on this frame (else the faces are tracked).
-    detected: bool,
-    tier: &'a str,
-    faces: Vec<FaceOut>,
-    timings_ms: TimingsOut,
+impl WorkerConfig {
+    pub fn from_config(config: &Config) -> WorkerConfig {
+        WorkerConfig {
+            detect_interval: Duration::from_millis(config.pipeline.detect_interval_ms),
+            jpeg_quality: config.output.jpeg_quality,
+            frames: config.output.frames,
+        }
+    }
 }
 
 fn ms(d: Duration) -> f32 {
@@ -104,108 +56,93 @@ pub struct Worker<'a> {
     pub outbox: &'a Outbox,
     pub topics: &'a Topics,
     pub stats: &'a Mutex<WorkerStats>,
-    /// Milliseconds since the daemon started, written after every frame:
-    /// the watchdog's proof of life.
-    pub beat: &'a AtomicU64,
-    pub started: Instant,
+    pub mailbox: &'a Mailbox,
     pub notifier: super::notify::Notifier,
 }
 
 struct State {
-    pipeline: FusionPipeline,
+    live: LivePipeline,
     tier: String,
     config: WorkerConfig,
-    tracker: Tracker,
-    tracks: Vec<Tracked>,
-    last_detect: Option<Instant>,
+    enabled: bool,
+    /// Frames per second on `frame`; 0 is off.
+    frame_rate: f32,
     last_frame_sent: Option<Instant>,
     snapshot: bool,
-    /// Lock onto the largest face on the next frame (selector `reference`).
-    want_reference: bool,
-    source: Option<Embedding>,
 }
 
 impl State {
-    fn apply(&mut self, msg: ToWorker) {
-        match msg {
-            ToWorker::Models(models) => match models.pipeline(self.pipeline.settings.clone()) {
-                Ok(mut p) => {
-                    if let Some(src) = self.source.clone() {
-                        if let Err(e) = p.set_source_embedding(src) {
-                            log::error!("tier `{}`: cannot use the source identity: {e}", models.tier);
-                        }
-                    }
-                    self.pipeline = p;
-                    self.tier = models.tier.clone();
+    fn new(models: &TierModels, config: WorkerConfig, settings: &Settings) -> Result<State, String> {
+        let live = LiveSettings {
+            detect_interval: config.detect_interval,
+            blend: settings.blend,
+            selector: settings.selector,
+        };
+        Ok(State {
+            live: LivePipeline::new(fusion_pipeline(models).map_err(|e| e.to_string())?, live),
+            tier: models.tier.clone(),
+            enabled: settings.enabled,
+            frame_rate: settings.frame_rate,
+            config,
+            last_frame_sent: None,
+            snapshot: false,
+        })
+    }
+
+    /// Applies what the control loop posted: models first, so a source
+    /// posted with them is set on the new swapper.
+    fn apply(&mut self, p: Pending) {
+        if let Some(models) = p.models {
+            match fusion_pipeline(&models)
+                .map_err(|e| e.to_string())
+                .and_then(|f| self.live.replace_stages(f).map_err(|e| format!("cannot use the source identity: {e}")))
+            {
+                Ok(()) => {
+                    self.tier.clone_from(&models.tier);
                     log::info!("worker: running tier `{}`", self.tier);
                 }
                 Err(e) => log::error!("tier `{}`: cannot build the pipeline: {e}", models.tier),
-            },
-            ToWorker::Source(Some(e)) => match self.pipeline.set_source_embedding(e.clone()) {
-                Ok(()) => self.source = Some(e),
-                Err(err) => log::error!("cannot use the source identity: {err}"),
-            },
-            ToWorker::Source(None) => {
-                self.pipeline.clear_source();
-                self.source = None;
             }
-            ToWorker::Settings { enabled, blend, selector, frame_rate } => {
-                self.config.enabled = enabled;
-                self.config.frame_rate = frame_rate;
-                self.config.blend = blend;
-                self.pipeline.settings.blend = blend / 100.0;
-                self.want_reference = selector == "reference" && self.config.selector != "reference";
-                self.pipeline.settings.selector = match selector.as_str() {
-                    "many" => Selector::Many,
-                    "reference" => self.pipeline.settings.selector.clone(),
-                    _ => Selector::One,
-                };
-                self.config.selector = selector;
-            }
-            ToWorker::Snapshot => self.snapshot = true,
-            ToWorker::Stall => {
-                log::warn!("stall command: the processing loop stops; the watchdog should restart the daemon");
-                loop {
-                    std::thread::sleep(Duration::from_secs(3600));
+        }
+        match p.source {
+            Some(Some(e)) => {
+                if let Err(err) = self.live.set_source_embedding(e) {
+                    log::error!("cannot use the source identity: {err}");
                 }
+            }
+            Some(None) => self.live.clear_source(),
+            None => {}
+        }
+        if let Some(s) = p.settings {
+            self.enabled = s.enabled;
+            self.frame_rate = s.frame_rate;
+            self.live.set_blend(s.blend);
+            self.live.set_selector(s.selector);
+        }
+        if let Some(c) = p.config {
+            self.live.set_detect_interval(c.detect_interval);
+            self.config = c;
+        }
+        self.snapshot |= p.snapshot;
+        if p.stall {
+            log::warn!("stall command: the processing loop stops; the watchdog should restart the daemon");
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
             }
         }
     }
 }
 
 impl Worker<'_> {
-    /// Runs until the mailbox is closed and drained.
-    pub fn run(&self, models: TierModels, config: WorkerConfig, rx: Receiver<ToWorker>) -> Result<(), String> {
-        let settings = PipelineSettings { blend: config.blend / 100.0, selector: Selector::One };
-        let pipeline = models.pipeline(settings).map_err(|e| e.to_string())?;
-        let mut st = State {
-            pipeline,
-            tier: models.tier.clone(),
-            tracker: Tracker::default(),
-            tracks: Vec::new(),
-            last_detect: None,
-            last_frame_sent: None,
-            snapshot: false,
-            want_reference: false,
-            source: None,
-            config: config.clone(),
-        };
-        st.config.selector = String::new();
-        st.apply(ToWorker::Settings {
-            enabled: config.enabled,
-            blend: config.blend,
-            selector: config.selector,
-            frame_rate: config.frame_rate,
-        });
+    /// Runs until the latest-frame mailbox is closed and drained.
+    pub fn run(&self, models: TierModels, config: WorkerConfig, settings: &Settings) -> Result<(), String> {
+        let mut st = State::new(&models, config, settings)?;
         // The watchdog is pinged from this loop, so a stuck pipeline stops
         // the pings and systemd restarts the daemon.
         let watchdog = self.notifier.watchdog_interval();
         let mut pinged = Instant::now();
         loop {
-            while let Ok(msg) = rx.try_recv() {
-                st.apply(msg);
-            }
-            self.beat.store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+            st.apply(self.mailbox.take());
             if watchdog.is_some_and(|every| pinged.elapsed() >= every) {
                 self.notifier.watchdog();
                 pinged = Instant::now();
@@ -218,10 +155,7 @@ impl Worker<'_> {
             };
             if let Err(e) = self.process(&mut st, &mut frame) {
                 log::error!("frame {}: {e}", frame.seq);
-                self.outbox.push(Message::event(
-                    self.topics.events(),
-                    serde_json::json!({"event": "error", "stage": "pipeline", "message": e}).to_string(),
-                ));
+                self.outbox.push(Event::Error { stage: Stage::Pipeline, message: e }.message(self.topics));
             }
             self.latest.recycle(frame);
         }
@@ -229,94 +163,77 @@ impl Worker<'_> {
 
     fn process(&self, st: &mut State, frame: &mut Frame) -> Result<(), String> {
         let start = Instant::now();
-        let mut timings = StageTimings::default();
-        let mut detected = false;
-        let mut swapped = Vec::new();
-        if st.config.enabled {
-            let due = st.last_detect.is_none_or(|t| t.elapsed() >= st.config.detect_interval);
-            if due {
-                let t = Instant::now();
-                let faces = st.pipeline.detector.detect(&frame.image).map_err(|e| e.to_string())?;
-                timings.detect = t.elapsed();
-                st.tracks = st.tracker.update(&faces);
-                st.last_detect = Some(t);
-                detected = true;
-            }
-            let faces: Vec<Face> = st.tracks.iter().map(|t| t.face.clone()).collect();
-            if st.want_reference {
-                if let Some(i) = largest(&faces) {
-                    let reference =
-                        st.pipeline.recognizer.embed(&frame.image, &faces[i].landmarks).map_err(|e| e.to_string())?;
-                    st.pipeline.settings.selector = Selector::Reference { reference, max_distance: REFERENCE_DISTANCE };
-                    st.want_reference = false;
-                }
-            }
-            let (s, t) = st.pipeline.fuse(&mut frame.image, &faces).map_err(|e| e.to_string())?;
-            swapped = s;
-            timings = StageTimings {
-                detect: timings.detect,
-                inference: t.inference + if detected { st.pipeline.detector.last_inference } else { Duration::ZERO },
-                ..t
-            };
-        }
+        let report = match st.enabled {
+            true => Some(st.live.process(&mut frame.image, start).map_err(|e| e.to_string())?),
+            false => None,
+        };
         let pipeline_done = Instant::now();
-
-        let frame_due = st.config.frames
-            && st.config.frame_rate > 0.0
-            && st.last_frame_sent.is_none_or(|t| t.elapsed().as_secs_f32() >= 1.0 / st.config.frame_rate);
-        let mut encode = Duration::ZERO;
-        if frame_due || st.snapshot {
-            let t = Instant::now();
-            let jpeg = encode_jpeg(&frame.image, if st.snapshot { 95 } else { st.config.jpeg_quality })?;
-            encode = t.elapsed();
-            if std::mem::take(&mut st.snapshot) {
-                self.outbox.push(Message::event(self.topics.snapshot(), jpeg.clone()));
-            }
-            if frame_due {
-                self.outbox.push_frame(self.topics.frame(), jpeg);
-                st.last_frame_sent = Some(t);
-            }
-        }
-        let total = start.elapsed();
-        if st.config.enabled {
-            let faces = st
-                .tracks
-                .iter()
-                .enumerate()
-                .map(|(i, t)| FaceOut {
-                    id: t.id,
-                    bbox: t.face.bbox,
-                    score: t.face.score,
-                    swapped: swapped.contains(&i),
-                })
-                .collect();
-            let captured_ms = frame.captured.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-            let msg = FacesMessage {
-                seq: frame.seq,
-                captured_ms,
-                detected,
-                tier: &st.tier,
-                faces,
-                timings_ms: TimingsOut {
-                    inference: ms(timings.inference),
-                    detect: ms(timings.detect),
-                    embed: ms(timings.embed),
-                    swap: ms(timings.swap),
-                    paste: ms(timings.paste),
-                    enhance: ms(timings.enhance),
-                    encode: ms(encode),
-                    total: ms(total),
-                },
-            };
-            if let Ok(json) = serde_json::to_vec(&msg) {
-                self.outbox
-                    .push(Message { qos: rumqttc::QoS::AtMostOnce, ..Message::event(self.topics.faces(), json) });
-            }
+        let encode = self.publish_frame(st, &frame.image)?;
+        let timings = report.as_ref().map(|r| r.timings).unwrap_or_default();
+        let detected = report.as_ref().is_some_and(|r| r.detected);
+        if let Some(r) = &report {
+            self.outbox.push(faces_message(frame, r, &st.tier, encode, start.elapsed()).message(self.topics));
         }
         let latency = frame.captured.elapsed().unwrap_or_default();
         let mut s = self.stats.lock().unwrap_or_else(|p| p.into_inner());
         s.record(&timings, pipeline_done - start, encode, latency, detected);
         s.tier.clone_from(&st.tier);
         Ok(())
+    }
+
+    /// Encodes the frame when `frame` is due or a snapshot was asked for;
+    /// returns the time the encode took.
+    fn publish_frame(&self, st: &mut State, image: &RgbImage) -> Result<Duration, String> {
+        let frame_due = st.config.frames
+            && st.frame_rate > 0.0
+            && st.last_frame_sent.is_none_or(|t| t.elapsed().as_secs_f32() >= 1.0 / st.frame_rate);
+        if !frame_due && !st.snapshot {
+            return Ok(Duration::ZERO);
+        }
+        let t = Instant::now();
+        let jpeg = encode_jpeg(image, if st.snapshot { 95 } else { st.config.jpeg_quality })?;
+        let encode = t.elapsed();
+        if std::mem::take(&mut st.snapshot) {
+            self.outbox.push(Message::event(self.topics.snapshot(), jpeg.clone()));
+        }
+        if frame_due {
+            self.outbox.push_frame(self.topics.frame(), jpeg);
+            st.last_frame_sent = Some(t);
+        }
+        Ok(encode)
+    }
+}
+
+fn faces_message<'a>(
+    frame: &Frame,
+    r: &FrameReport,
+    tier: &'a str,
+    encode: Duration,
+    total: Duration,
+) -> FacesMessage<'a> {
+    let faces = r
+        .faces
+        .iter()
+        .zip(&r.ids)
+        .enumerate()
+        .map(|(i, (f, id))| FaceOut { id: *id, bbox: f.bbox, score: f.score, swapped: r.swapped.contains(&i) })
+        .collect();
+    let t: &StageTimings = &r.timings;
+    FacesMessage {
+        seq: frame.seq,
+        captured_ms: frame.captured.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis()),
+        detected: r.detected,
+        tier,
+        faces,
+        timings_ms: TimingsOut {
+            inference: ms(t.inference),
+            detect: ms(t.detect),
+            embed: ms(t.embed),
+            swap: ms(t.swap),
+            paste: ms(t.paste),
+            enhance: ms(t.enhance),
+            encode: ms(encode),
+            total: ms(total),
+        },
     }
 }

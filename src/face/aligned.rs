@@ -2,10 +2,10 @@
 //! into a preallocated crop, pack it as the model's input, run, and check the
 //! first output's size.
 
-use super::{infer_err, FaceError, Result, Template};
+use super::{infer_err, FaceError, Result};
 use crate::infer::{Model, Session, Tensor};
 use crate::manifest::ModelEntry;
-use crate::vision::{pack_nchw, warp_affine_into, Affine, RgbImage};
+use crate::vision::{pack_nchw, warp_affine_into, Affine, RgbImage, Template};
 
 pub(crate) struct AlignedModel {
     pub entry: ModelEntry,
@@ -52,7 +52,7 @@ impl AlignedModel {
         output_len: Option<usize>,
         use_output: impl FnOnce(&Tensor),
     ) -> Result<Affine> {
-        let to_crop = self.template.align(landmarks, self.crop.width())?;
+        let to_crop = self.template.align(landmarks, self.crop.width()).ok_or(FaceError::Degenerate)?;
         warp_affine_into(frame, &to_crop, &mut self.crop);
         pack_nchw(&self.crop, self.entry.channels, &self.entry.norm, self.tensor.data_mut());
         let mut inputs = vec![(self.input_name.as_str(), &self.tensor)];

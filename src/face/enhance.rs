@@ -2,11 +2,10 @@
 //! paste it back under the box mask, blended (FaceFusion's default 80 %).
 
 use super::aligned::AlignedModel;
-use super::{input_shapes, MaskSettings, Result, Template};
-use crate::catalog::Catalog;
+use super::{MaskSettings, Result};
 use crate::infer::Model;
-use crate::manifest::{Kind, ModelEntry};
-use crate::vision::{box_mask, paste_back, unpack_nchw, RgbImage};
+use crate::manifest::ModelEntry;
+use crate::vision::{box_mask, paste_back, unpack_nchw, RgbImage, Template};
 
 /// FaceFusion's default enhancer blend.
 pub const DEFAULT_BLEND: f32 = 0.8;
@@ -20,12 +19,6 @@ pub struct Enhancer {
 }
 
 impl Enhancer {
-    pub fn load(catalog: &Catalog, name: Option<&str>) -> Result<Enhancer> {
-        let entry = catalog.pick(name, Kind::Enhancer)?.clone();
-        let model = catalog.load(&entry, &input_shapes(&entry))?;
-        Enhancer::new(entry, &*model, MaskSettings::default())
-    }
-
     pub fn new(entry: ModelEntry, model: &dyn Model, mask: MaskSettings) -> Result<Enhancer> {
         let [w, h] = entry.input_size;
         Ok(Enhancer {

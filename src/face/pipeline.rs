@@ -1,6 +1,7 @@
-//! One frame through the whole face pipeline, with per-stage timings.
+//! The stages of one frame after detection: select, embed, swap, paste
+//! and enhance, with per-stage timings.
 
-use super::{Detector, Embedding, Enhancer, Face, FaceError, Recognizer, Result, Selector, Swapper};
+use super::{Blend, Detector, Embedding, Enhancer, Face, FaceError, Recognizer, Result, Selector, Swapper};
 use crate::infer::Tensor;
 use crate::vision::RgbImage;
 use serde::Serialize;
@@ -23,25 +24,15 @@ pub struct StageTimings {
     pub inference: Duration,
 }
 
-/// What happened to one frame.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FrameReport {
-    pub faces: Vec<Face>,
-    /// Indices into `faces` that were swapped.
-    pub swapped: Vec<usize>,
-    pub timings: StageTimings,
-}
-
 #[derive(Debug, Clone)]
 pub struct PipelineSettings {
-    /// 0 keeps the original face, 1 takes the swapped one (default 1).
-    pub blend: f32,
+    pub blend: Blend,
     pub selector: Selector,
 }
 
 impl Default for PipelineSettings {
     fn default() -> Self {
-        PipelineSettings { blend: 1.0, selector: Selector::One }
+        PipelineSettings { blend: Blend::FULL, selector: Selector::One }
     }
 }
 
@@ -51,7 +42,7 @@ struct Source {
 }
 
 /// Detector, recogniser and swapper wired together, with the source
-/// identity's latent computed once.
+/// identity's latent computed once. [`super::LivePipeline`] drives it.
 pub struct FusionPipeline {
     pub detector: Detector,
     pub recognizer: Recognizer,
@@ -89,19 +80,6 @@ impl FusionPipeline {
         self.source.as_ref().map(|s| &s.embedding)
     }
 
-    /// Detects, selects and swaps the faces of `frame` in place. Without a
-    /// source the frame is only analysed.
-    pub fn process(&mut self, frame: &mut RgbImage) -> Result<FrameReport> {
-        let start = Instant::now();
-        let faces = self.detector.detect(frame)?;
-        let detect = start.elapsed();
-        let (swapped, mut t) = self.fuse(frame, &faces)?;
-        t.detect = detect;
-        t.inference += self.detector.last_inference;
-        t.total = start.elapsed();
-        Ok(FrameReport { faces, swapped, timings: t })
-    }
-
     /// Selects and swaps among `faces` (detected in this frame or tracked
     /// from an earlier one) in place; returns the swapped indices. The
     /// timings have no detect part.
@@ -129,7 +107,7 @@ impl FusionPipeline {
                 let p = Instant::now();
                 t.swap += p - s;
                 t.inference += self.swapper.last_inference();
-                self.swapper.paste(frame, &to_crop, self.settings.blend);
+                self.swapper.paste(frame, &to_crop, self.settings.blend.fraction());
                 t.paste += p.elapsed();
                 if let Some(enhancer) = self.enhancer.as_mut() {
                     let e = Instant::now();

@@ -2,11 +2,10 @@
 //! L2-normalised embedding.
 
 use super::aligned::AlignedModel;
-use super::{input_shapes, FaceError, Result, Template};
-use crate::catalog::Catalog;
+use super::{FaceError, Result};
 use crate::infer::Model;
-use crate::manifest::{Kind, ModelEntry};
-use crate::vision::RgbImage;
+use crate::manifest::ModelEntry;
+use crate::vision::{RgbImage, Template};
 
 /// An identity vector: the model's raw output and its L2-normalised form.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,12 +37,6 @@ pub struct Recognizer {
 }
 
 impl Recognizer {
-    pub fn load(catalog: &Catalog, name: Option<&str>) -> Result<Recognizer> {
-        let entry = catalog.pick(name, Kind::Recognizer)?.clone();
-        let model = catalog.load(&entry, &input_shapes(&entry))?;
-        Recognizer::new(entry, &*model)
-    }
-
     pub fn new(entry: ModelEntry, model: &dyn Model) -> Result<Recognizer> {
         Ok(Recognizer { model: AlignedModel::new(entry, model, None, Template::Arcface112V2)? })
     }

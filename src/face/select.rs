@@ -1,8 +1,86 @@
-//! Which detected faces get swapped.
+//! Which detected faces get swapped: the mode a user picks
+//! ([`SelectorMode`]), the swap strength ([`Blend`]), and the selector the
+//! pipeline runs ([`Selector`], which carries the reference identity).
 
 use super::{Embedding, Face};
+use serde::{Deserialize, Serialize};
 
-/// Face selection mode.
+/// FaceFusion's default reference distance.
+pub const REFERENCE_DISTANCE: f32 = 0.3;
+
+/// The selection mode of the config (`pipeline.selector`), the `selector`
+/// command and the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SelectorMode {
+    /// Only the largest face.
+    One,
+    /// Every face.
+    Many,
+    /// The person who was the largest face when the mode was chosen.
+    Reference,
+}
+
+impl SelectorMode {
+    pub const ALL: [SelectorMode; 3] = [SelectorMode::One, SelectorMode::Many, SelectorMode::Reference];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SelectorMode::One => "one",
+            SelectorMode::Many => "many",
+            SelectorMode::Reference => "reference",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SelectorMode> {
+        SelectorMode::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for SelectorMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Swap strength in percent: 0 keeps the original face, 100 takes the
+/// swapped one.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(try_from = "f32", into = "f32")]
+pub struct Blend(f32);
+
+impl Blend {
+    pub const FULL: Blend = Blend(100.0);
+
+    /// `percent` when it is within 0..=100.
+    pub fn new(percent: f32) -> Option<Blend> {
+        (0.0..=100.0).contains(&percent).then_some(Blend(percent))
+    }
+
+    pub fn percent(self) -> f32 {
+        self.0
+    }
+
+    /// 0..=1, as the paste mixes.
+    pub fn fraction(self) -> f32 {
+        self.0 / 100.0
+    }
+}
+
+impl TryFrom<f32> for Blend {
+    type Error = String;
+    fn try_from(percent: f32) -> Result<Self, String> {
+        Blend::new(percent).ok_or_else(|| format!("blend {percent} is outside 0..=100"))
+    }
+}
+
+impl From<Blend> for f32 {
+    fn from(b: Blend) -> f32 {
+        b.0
+    }
+}
+
+/// Face selection as the pipeline runs it.
 #[derive(Debug, Clone)]
 pub enum Selector {
     /// Only the largest face.
@@ -60,5 +138,14 @@ mod tests {
         let sel = Selector::Reference { reference: r, max_distance: 0.3 };
         assert_eq!(sel.select(&[face(1.0), face(2.0)], &[far.clone(), near]), vec![1]);
         assert!(sel.select(&[face(1.0)], &[far]).is_empty());
+    }
+
+    #[test]
+    fn modes_and_blends_parse_only_what_is_valid() {
+        assert_eq!(SelectorMode::parse("many"), Some(SelectorMode::Many));
+        assert_eq!(SelectorMode::parse("all"), None);
+        assert_eq!(Blend::new(40.0).map(Blend::fraction), Some(0.4));
+        assert!(Blend::new(100.5).is_none() && Blend::new(f32::NAN).is_none());
+        assert!(toml::from_str::<std::collections::BTreeMap<String, Blend>>("b = 101.0").is_err());
     }
 }

@@ -3,14 +3,10 @@
 //! box mask.
 
 use super::aligned::AlignedModel;
-use super::{input_shapes, Embedding, FaceError, Result, Template, LATENT_LEN};
-use crate::catalog::Catalog;
-use crate::infer::{onnx, Model, Tensor};
-use crate::manifest::{Contract, Kind, ModelEntry};
-use crate::vision::{box_mask, paste_back, unpack_nchw, Affine, RgbImage};
-use std::path::{Path, PathBuf};
-
-const EMAP_TENSOR: &str = "emap";
+use super::{Embedding, FaceError, Result};
+use crate::infer::{Model, Tensor};
+use crate::manifest::{Contract, ModelEntry, LATENT_LEN};
+use crate::vision::{box_mask, paste_back, unpack_nchw, Affine, RgbImage, Template};
 
 /// Box-mask shape (FaceFusion's defaults: blur 0.3, no padding).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -35,59 +31,7 @@ pub struct Swapper {
     emap: Option<Tensor>,
 }
 
-/// Default side-file path for `model`: `<stem>.emap.safetensors` beside it.
-pub fn emap_path(model: &Path) -> PathBuf {
-    model.with_extension("emap.safetensors")
-}
-
-/// Reads insightface's emap from a float inswapper graph (its last
-/// initializer), checked to be square.
-pub fn extract_emap(onnx_bytes: &[u8]) -> Result<Tensor> {
-    let (name, t) = onnx::last_initializer(onnx_bytes).map_err(|e| FaceError::Emap(e.to_string()))?;
-    match t.shape() {
-        [a, b] if a == b => Ok(t),
-        s => Err(FaceError::Emap(format!(
-            "the last initializer `{name}` has shape {s:?}, not a square emap; extract it from the float model"
-        ))),
-    }
-}
-
-pub fn write_emap(path: &Path, emap: &Tensor) -> Result<()> {
-    let bytes: Vec<u8> = emap.data().iter().flat_map(|v| v.to_le_bytes()).collect();
-    let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, emap.shape().to_vec(), &bytes)
-        .map_err(|e| FaceError::Emap(e.to_string()))?;
-    let data = safetensors::serialize([(EMAP_TENSOR, view)], None).map_err(|e| FaceError::Emap(e.to_string()))?;
-    std::fs::write(path, data).map_err(|e| FaceError::Emap(format!("cannot write {}: {e}", path.display())))
-}
-
-pub fn read_emap(path: &Path) -> Result<Tensor> {
-    let err = |m: String| FaceError::Emap(format!("{}: {m}; regenerate it with `fusiond emap`", path.display()));
-    let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
-    // SAFETY: a read-only mapping of a side file that only this process reads.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| err(e.to_string()))?;
-    let st = safetensors::SafeTensors::deserialize(&map).map_err(|e| err(e.to_string()))?;
-    let view = st.tensor(EMAP_TENSOR).map_err(|e| err(e.to_string()))?;
-    if view.dtype() != safetensors::Dtype::F32 {
-        return Err(err(format!("tensor `emap` is {:?}, not F32", view.dtype())));
-    }
-    if view.shape().len() != 2 {
-        return Err(err(format!("tensor `emap` has shape {:?}, not [rows, cols]", view.shape())));
-    }
-    let data = view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-    Tensor::new(view.shape(), data).ok_or_else(|| err("tensor `emap` has a bad length".into()))
-}
-
 impl Swapper {
-    pub fn load(catalog: &Catalog, name: Option<&str>, mask: MaskSettings) -> Result<Swapper> {
-        let entry = catalog.pick(name, Kind::Swapper)?.clone();
-        let emap = match entry.contract {
-            Contract::Inswapper => Some(Self::load_emap(catalog, &entry)?),
-            _ => None,
-        };
-        let model = catalog.load(&entry, &input_shapes(&entry))?;
-        Swapper::new(entry, &*model, emap, mask)
-    }
-
     /// A swapper over a loaded `model`; `emap` is required for inswapper.
     pub fn new(entry: ModelEntry, model: &dyn Model, emap: Option<Tensor>, mask: MaskSettings) -> Result<Swapper> {
         match (&emap, entry.contract) {
@@ -106,26 +50,6 @@ impl Swapper {
             emap,
             model: AlignedModel::new(entry, model, Some("target"), Template::Arcface128)?,
         })
-    }
-
-    /// The emap for `entry`: its side file when present, else read from the
-    /// float graph (`emap_source`, or the model itself).
-    pub fn load_emap(catalog: &Catalog, entry: &ModelEntry) -> Result<Tensor> {
-        let side = entry.emap.clone().unwrap_or_else(|| emap_path(&entry.file));
-        if side.is_file() {
-            return read_emap(&side);
-        }
-        log::info!(
-            "model `{}`: no emap side file at {}; reading it from the graph (run `fusiond emap {}` to cache it)",
-            entry.name,
-            side.display(),
-            entry.name
-        );
-        let float = match &entry.emap_source {
-            Some(source) => catalog.entry(source)?,
-            None => entry,
-        };
-        extract_emap(&catalog.open_file(float)?)
     }
 
     /// Time the last run spent inside the inference engine.

@@ -1,7 +1,6 @@
-//! Which engine runs which model, as the config's `[inference]` section says.
+//! Which engine runs which model, as [`InferenceSettings`] says.
 
-use super::{Backend, TractBackend};
-use crate::config::{EngineKind, InferenceConfig};
+use super::{Backend, EngineKind, InferenceSettings, TractBackend};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -43,7 +42,7 @@ impl Engines {
 
     /// The engines `[inference]` names. ONNX Runtime is started (its library
     /// loaded) only when some model uses it.
-    pub fn from_config(config: &InferenceConfig) -> Result<Self, EngineError> {
+    pub fn from_settings(config: &InferenceSettings) -> Result<Self, EngineError> {
         let tract: Arc<dyn Backend> = Arc::new(TractBackend::with_threads(config.tract_threads));
         let ort = if config.uses_ort() { Some(ort_backend(config)?) } else { None };
         let pick = |kind: EngineKind| match (kind, &ort) {
@@ -74,13 +73,12 @@ impl Engines {
 }
 
 #[cfg(feature = "ort")]
-fn ort_backend(config: &InferenceConfig) -> Result<Arc<dyn Backend>, EngineError> {
-    let settings = super::OrtSettings::from_config(&config.ort);
-    Ok(Arc::new(super::OrtBackend::new(settings).map_err(|e| EngineError::Ort(e.to_string()))?))
+fn ort_backend(config: &InferenceSettings) -> Result<Arc<dyn Backend>, EngineError> {
+    Ok(Arc::new(super::OrtBackend::new(config.ort.clone()).map_err(|e| EngineError::Ort(e.to_string()))?))
 }
 
 #[cfg(not(feature = "ort"))]
-fn ort_backend(_: &InferenceConfig) -> Result<Arc<dyn Backend>, EngineError> {
+fn ort_backend(_: &InferenceSettings) -> Result<Arc<dyn Backend>, EngineError> {
     Err(EngineError::NotBuilt)
 }
 
@@ -90,8 +88,8 @@ mod tests {
 
     #[test]
     fn models_follow_the_default_unless_named() {
-        let config = InferenceConfig::default();
-        let e = Engines::from_config(&config).unwrap();
+        let config = InferenceSettings::default();
+        let e = Engines::from_settings(&config).unwrap();
         assert_eq!(e.for_model("anything").name(), "tract");
         assert_eq!(e.describe(), "tract");
     }
@@ -99,9 +97,9 @@ mod tests {
     #[cfg(not(feature = "ort"))]
     #[test]
     fn asking_for_ort_in_a_build_without_it_says_how_to_fix_it() {
-        let mut config = InferenceConfig::default();
+        let mut config = InferenceSettings::default();
         config.engines.insert("inswapper_128".into(), EngineKind::Ort);
-        let err = Engines::from_config(&config).err().unwrap().to_string();
+        let err = Engines::from_settings(&config).err().unwrap().to_string();
         assert!(err.contains("--features ort"), "{err}");
     }
 }

@@ -8,12 +8,14 @@ mod engines;
 pub mod onnx;
 #[cfg(feature = "ort")]
 mod ort;
+mod settings;
 mod tensor;
 mod tract;
 
 pub use engines::{EngineError, Engines};
 #[cfg(feature = "ort")]
-pub use ort::{OrtBackend, OrtSettings};
+pub use ort::OrtBackend;
+pub use settings::{CudaSettings, EngineKind, InferenceSettings, OrtSettings, ProviderKind, TensorrtSettings};
 pub use tensor::Tensor;
 pub use tract::TractBackend;
 

@@ -7,12 +7,17 @@
 //! Execution providers are registered one by one in the configured order;
 //! each failure is kept on the model's [`Placement`] (and logged), so the
 //! daemon can report it instead of falling back to the CPU in silence.
+//!
+//! ONNX Runtime runs a session on one thread at a time, so every thread gets
+//! a session of its own: [`Model::session`] takes an idle one from the
+//! model's pool or builds a new one from the same bytes and options, and a
+//! finished session goes back to the pool. Threads never wait on each other.
 
 use super::{
     fed, fix_input_shapes, Backend, InferError, InputShape, InputSpec, LoadPhases, Model, ModelBytes, Outputs,
     Placement, ProviderFailure, Result, Session, Tensor,
 };
-use crate::config::{OrtConfig, ProviderKind, TensorrtConfig};
+use super::{OrtSettings, ProviderKind};
 use ort::environment::Environment;
 use ort::ep::{self, ExecutionProviderDispatch};
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
@@ -22,40 +27,6 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-
-/// What the backend needs from `[inference.ort]`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OrtSettings {
-    pub library: PathBuf,
-    pub providers: Vec<ProviderKind>,
-    pub error_on_failure: bool,
-    pub threads: usize,
-    pub arena: bool,
-    pub cuda_device: i32,
-    pub tensorrt: TensorrtConfig,
-}
-
-impl OrtSettings {
-    pub fn from_config(c: &OrtConfig) -> Self {
-        OrtSettings {
-            library: c.library.clone(),
-            providers: c.providers.clone(),
-            error_on_failure: c.error_on_failure,
-            threads: c.threads,
-            arena: c.arena,
-            cuda_device: c.cuda.device_id,
-            tensorrt: c.tensorrt.clone(),
-        }
-    }
-
-    /// The CPU provider only, with `threads` threads.
-    pub fn cpu(library: &Path, threads: usize) -> Self {
-        let mut s = OrtSettings::from_config(&OrtConfig::default());
-        s.library = library.to_path_buf();
-        s.threads = threads.max(1);
-        s
-    }
-}
 
 /// One ONNX Runtime environment per process (the library allows no more),
 /// and one library: the first one opened successfully.
@@ -94,6 +65,7 @@ fn environment(library: &Path) -> Result<Environment> {
     Ok(env)
 }
 
+#[derive(Clone)]
 pub struct OrtBackend {
     env: Environment,
     settings: OrtSettings,
@@ -114,7 +86,7 @@ impl OrtBackend {
     ) -> std::result::Result<ExecutionProviderDispatch, String> {
         Ok(match kind {
             ProviderKind::Cpu => ep::CPU::default().with_arena_allocator(self.settings.arena).build(),
-            ProviderKind::Cuda => ep::CUDA::default().with_device_id(self.settings.cuda_device).build(),
+            ProviderKind::Cuda => ep::CUDA::default().with_device_id(self.settings.cuda.device_id).build(),
             ProviderKind::Tensorrt => {
                 let t = &self.settings.tensorrt;
                 std::fs::create_dir_all(&t.cache_dir)
@@ -157,7 +129,7 @@ impl OrtBackend {
         let mut used = Vec::new();
         let mut failed = Vec::new();
         for &kind in &self.settings.providers {
-            let name = provider_name(kind);
+            let name = kind.name();
             match self.provider(kind, inputs).and_then(|p| p.register(builder).map_err(|e| e.to_string())) {
                 Ok(()) => used.push(name.to_string()),
                 Err(error) if self.settings.error_on_failure => {
@@ -176,14 +148,6 @@ impl OrtBackend {
             used.push("cpu".into());
         }
         Ok((used, failed))
-    }
-}
-
-fn provider_name(kind: ProviderKind) -> &'static str {
-    match kind {
-        ProviderKind::Tensorrt => "tensorrt",
-        ProviderKind::Cuda => "cuda",
-        ProviderKind::Cpu => "cpu",
     }
 }
 
@@ -215,11 +179,25 @@ fn declared(session: &OrtSession) -> Vec<(String, ValueType)> {
     session.inputs().iter().map(|o| (o.name().to_string(), o.dtype().clone())).collect()
 }
 
+/// The sessions of one model and what builds more of them.
 struct Shared {
-    // Declared before `_bytes`: the session may point into the bytes, so it
-    // is dropped first.
-    session: Mutex<OrtSession>,
-    _bytes: ModelBytes,
+    // Declared before `bytes`: a session may point into the bytes, so the
+    // sessions are dropped first.
+    idle: Mutex<Vec<OrtSession>>,
+    backend: OrtBackend,
+    /// Inputs as TensorRT's shape profile needs them (empty otherwise).
+    profile: Vec<InputSpec>,
+    bytes: ModelBytes,
+}
+
+impl Shared {
+    fn take(&self) -> Result<OrtSession> {
+        let idle = self.idle.lock().map_err(|_| load_err("an earlier session build panicked"))?.pop();
+        match idle {
+            Some(s) => Ok(s),
+            None => Ok(self.backend.build((*self.bytes).as_ref(), &self.profile)?.0),
+        }
+    }
 }
 
 struct OrtModel {
@@ -230,10 +208,20 @@ struct OrtModel {
     placement: Placement,
 }
 
+/// One thread's session; it goes back to the model's pool when dropped.
 struct OrtRun {
+    session: Option<OrtSession>,
     shared: Arc<Shared>,
     inputs: Vec<InputSpec>,
     outputs: Arc<[String]>,
+}
+
+impl Drop for OrtRun {
+    fn drop(&mut self) {
+        if let (Some(s), Ok(mut idle)) = (self.session.take(), self.shared.idle.lock()) {
+            idle.push(s);
+        }
+    }
 }
 
 impl Backend for OrtBackend {
@@ -247,7 +235,7 @@ impl Backend for OrtBackend {
         // Input names come from a first, provider-less look at the graph only
         // when a provider needs them before the session exists (TensorRT's
         // shape profile); the input specs are otherwise fixed below.
-        let probe_inputs = if self.settings.providers.contains(&ProviderKind::Tensorrt) {
+        let profile = if self.settings.providers.contains(&ProviderKind::Tensorrt) {
             let probe = OrtSession::builder(&self.env)
                 .map_err(load_err)?
                 .with_optimization_level(GraphOptimizationLevel::Disable)
@@ -258,26 +246,7 @@ impl Backend for OrtBackend {
         } else {
             Vec::new()
         };
-        let mut builder = OrtSession::builder(&self.env)
-            .map_err(load_err)?
-            .with_optimization_level(GraphOptimizationLevel::All)
-            .map_err(load_err)?
-            .with_intra_threads(self.settings.threads)
-            .map_err(load_err)?
-            .with_inter_threads(1)
-            .map_err(load_err)?;
-        let zero_copy = is_ort_format(raw);
-        if zero_copy {
-            // The session reads initializers straight from the mapped file;
-            // `Shared` keeps the mapping alive as long as the session.
-            builder = builder
-                .with_config_entry("session.use_ort_model_bytes_directly", "1")
-                .map_err(load_err)?
-                .with_config_entry("session.use_ort_model_bytes_for_initializers", "1")
-                .map_err(load_err)?;
-        }
-        let (providers, failed) = self.register(&mut builder, &probe_inputs)?;
-        let session = builder.commit_from_memory(raw).map_err(load_err)?;
+        let (session, providers, failed) = self.build(raw, &profile)?;
         let inputs = resolve_inputs(&declared(&session), specs)?;
         for (name, dtype) in declared(&session) {
             if !matches!(dtype, ValueType::Tensor { ty: TensorElementType::Float32, .. }) {
@@ -289,9 +258,36 @@ impl Backend for OrtBackend {
         let outputs: Arc<[String]> = session.outputs().iter().map(|o| o.name().to_string()).collect();
         // ONNX Runtime parses, optimises and plans in one call.
         let phases = LoadPhases { optimize: start.elapsed(), ..LoadPhases::default() };
-        let placement = Placement { engine: "ort", providers, failed, zero_copy };
-        let shared = Arc::new(Shared { session: Mutex::new(session), _bytes: bytes });
+        let placement = Placement { engine: "ort", providers, failed, zero_copy: is_ort_format(raw) };
+        let shared =
+            Arc::new(Shared { idle: Mutex::new(vec![session]), backend: self.clone(), profile, bytes: bytes.clone() });
         Ok(Arc::new(OrtModel { shared, inputs, outputs, phases, placement }))
+    }
+}
+
+impl OrtBackend {
+    /// One session over `raw` with the configured options and providers.
+    fn build(&self, raw: &[u8], profile: &[InputSpec]) -> Result<(OrtSession, Vec<String>, Vec<ProviderFailure>)> {
+        let mut builder = OrtSession::builder(&self.env)
+            .map_err(load_err)?
+            .with_optimization_level(GraphOptimizationLevel::All)
+            .map_err(load_err)?
+            .with_intra_threads(self.settings.threads)
+            .map_err(load_err)?
+            .with_inter_threads(1)
+            .map_err(load_err)?;
+        if is_ort_format(raw) {
+            // The session reads initializers straight from the mapped file;
+            // `Shared` keeps the mapping alive as long as its sessions.
+            builder = builder
+                .with_config_entry("session.use_ort_model_bytes_directly", "1")
+                .map_err(load_err)?
+                .with_config_entry("session.use_ort_model_bytes_for_initializers", "1")
+                .map_err(load_err)?;
+        }
+        let (providers, failed) = self.register(&mut builder, profile)?;
+        let session = builder.commit_from_memory(raw).map_err(load_err)?;
+        Ok((session, providers, failed))
     }
 }
 
@@ -321,7 +317,12 @@ impl Model for OrtModel {
     }
 
     fn session(&self) -> Result<Box<dyn Session>> {
-        Ok(Box::new(OrtRun { shared: self.shared.clone(), inputs: self.inputs.clone(), outputs: self.outputs.clone() }))
+        Ok(Box::new(OrtRun {
+            session: Some(self.shared.take()?),
+            shared: self.shared.clone(),
+            inputs: self.inputs.clone(),
+            outputs: self.outputs.clone(),
+        }))
     }
 }
 
@@ -354,7 +355,7 @@ impl Session for OrtRun {
             let view = TensorRef::from_array_view((shape, t.data())).map_err(run_err)?;
             values.push((Cow::Borrowed(spec.name.as_str()), view.into()));
         }
-        let mut session = self.shared.session.lock().map_err(|_| run_err("an earlier run panicked"))?;
+        let session = self.session.as_mut().ok_or_else(|| run_err("the session was returned to its pool"))?;
         let results = session.run(values).map_err(run_err)?;
         let tensors = self
             .outputs
@@ -381,7 +382,7 @@ mod tests {
 
     #[test]
     fn a_missing_library_says_what_to_install() {
-        let err = OrtBackend::new(OrtSettings::cpu(Path::new("/nonexistent/libonnxruntime.so"), 1)).err().unwrap();
+        let err = OrtBackend::new(OrtSettings::cpu("/nonexistent/libonnxruntime.so".into(), 1)).err().unwrap();
         let msg = err.to_string();
         assert!(msg.contains("inference.ort.library") && msg.contains("1.17"), "{msg}");
     }

@@ -28,10 +28,6 @@ impl Tensor {
         &mut self.data
     }
 
-    pub fn into_data(self) -> Vec<f32> {
-        self.data
-    }
-
     pub fn len(&self) -> usize {
         self.data.len()
     }

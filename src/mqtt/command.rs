@@ -2,6 +2,7 @@
 //! otherwise: a bad command becomes a [`CommandError`] (answered on
 //! `<base>/error`) and changes nothing; nothing here panics.
 
+use crate::face::{Blend, SelectorMode};
 use serde::Serialize;
 
 /// Where to take the source identity from.
@@ -19,9 +20,8 @@ pub enum Command {
     Enabled(bool),
     Source(SourceCommand),
     Quality(String),
-    /// 0..=100 percent.
-    Blend(f32),
-    Selector(String),
+    Blend(Blend),
+    Selector(SelectorMode),
     /// Frames per second published on `frame`; 0 switches frames off.
     FrameRate(f32),
     Snapshot,
@@ -161,11 +161,16 @@ pub fn parse(feature: &str, payload: &[u8], limits: &CommandLimits) -> Result<Co
                 false => Err(err(format!("`{tier}` is not a tier; known: {}", limits.tiers.join(", ")))),
             }
         }
-        "blend" => Ok(Command::Blend(number(text(payload, &err)?, 0.0, 100.0, &err)?)),
-        "selector" => match text(payload, &err)? {
-            s @ ("one" | "many" | "reference") => Ok(Command::Selector(s.into())),
-            other => Err(err(format!("`{other}` is not one, many or reference"))),
-        },
+        "blend" => {
+            let percent = number(text(payload, &err)?, 0.0, 100.0, &err)?;
+            Blend::new(percent).map(Command::Blend).ok_or_else(|| err(format!("{percent} is outside 0..=100")))
+        }
+        "selector" => {
+            let s = text(payload, &err)?;
+            SelectorMode::parse(s)
+                .map(Command::Selector)
+                .ok_or_else(|| err(format!("`{s}` is not one, many or reference")))
+        }
         "frame_rate" => Ok(Command::FrameRate(number(text(payload, &err)?, 0.0, limits.max_frame_rate, &err)?)),
         "snapshot" => Ok(Command::Snapshot),
         "reload" => Ok(Command::Reload),
@@ -219,8 +224,8 @@ mod tests {
         assert_eq!(ok("enabled", b"ON"), Command::Enabled(true));
         assert_eq!(ok("enabled", b" off\n"), Command::Enabled(false));
         assert_eq!(ok("quality", b"fast"), Command::Quality("fast".into()));
-        assert_eq!(ok("blend", b"80"), Command::Blend(80.0));
-        assert_eq!(ok("selector", b"many"), Command::Selector("many".into()));
+        assert_eq!(ok("blend", b"80"), Command::Blend(Blend::new(80.0).unwrap()));
+        assert_eq!(ok("selector", b"many"), Command::Selector(SelectorMode::Many));
         assert_eq!(ok("frame_rate", b"0"), Command::FrameRate(0.0));
         assert_eq!(ok("snapshot", b""), Command::Snapshot);
         assert_eq!(ok("reload", b"PRESS"), Command::Reload);

@@ -30,6 +30,11 @@ impl Message {
         Message { topic, payload: payload.into(), qos: QoS::AtLeastOnce, retain: false }
     }
 
+    /// QoS 0, not retained: per-frame messages that the next one replaces.
+    pub fn volatile(topic: String, payload: impl Into<Vec<u8>>) -> Message {
+        Message { topic, payload: payload.into(), qos: QoS::AtMostOnce, retain: false }
+    }
+
     /// QoS 1, retained: states and availability.
     pub fn retained(topic: String, payload: impl Into<Vec<u8>>) -> Message {
         Message { topic, payload: payload.into(), qos: QoS::AtLeastOnce, retain: true }
@@ -98,7 +103,7 @@ impl Outbox {
 
     /// Queues a frame (QoS 0), replacing one still waiting.
     pub fn push_frame(&self, topic: String, jpeg: Vec<u8>) {
-        let m = Message { topic, payload: jpeg, qos: QoS::AtMostOnce, retain: false };
+        let m = Message::volatile(topic, jpeg);
         if self.lock().frame.replace(m).is_some() {
             self.counters.dropped_frames.fetch_add(1, Ordering::Relaxed);
         }

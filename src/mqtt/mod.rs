@@ -1,13 +1,18 @@
 //! MQTT: the topic grammar and command validation (plain logic, no IO), the
-//! session that owns the rumqttc client ([`Link`]), and a small embedded
-//! broker for boxes without one ([`Broker`]).
+//! typed payloads fusiond publishes ([`payload`]), the session that owns the
+//! rumqttc client ([`Link`]), and a small embedded broker for boxes without
+//! one ([`Broker`]). Nothing outside this module names rumqttc.
 
 pub mod broker;
 pub mod command;
 pub mod link;
+pub mod payload;
 pub mod topics;
 
 pub use broker::Broker;
 pub use command::{parse, Command, CommandError, CommandLimits, SourceCommand};
 pub use link::{Link, LinkSettings, Message, Outbox};
+pub use payload::{
+    Event, FaceOut, FacesMessage, LatencyReport, ModelStats, SourceState, Stage, StatsMessage, TimingsOut,
+};
 pub use topics::{TopicError, Topics};

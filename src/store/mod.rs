@@ -1,17 +1,40 @@
-//! The model store: staging into a tmpfs ramdisk at boot ([`stage`]), and
-//! loading, warming and caching models by quality tier ([`Store`]).
+//! The model store: staging into a tmpfs ramdisk at boot ([`stage`]),
+//! loading one model on its engine ([`Loader`]), the emap side files
+//! ([`emap`]), and models by quality tier with a cache and fallback
+//! ([`Store`]).
 
 pub(crate) mod cache;
+pub mod emap;
 mod loader;
 pub mod plan;
 pub mod stage;
+mod tiers;
 pub mod tmpfs;
 
-pub use loader::{rss as loader_rss, LoadedModel, ModelTimings, Store, TierModels, TierOutcome};
+pub use loader::{rss, LoadedModel, Loader, ModelTimings};
 pub use stage::{stage, StageReport};
+pub use tiers::{Store, TierModels, TierOutcome};
 
 use crate::catalog::CatalogError;
+use crate::infer::InferError;
 use std::path::PathBuf;
+
+/// Why a model could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error("model `{name}` ({path}): {source}")]
+    Load { name: String, path: PathBuf, source: InferError },
+    #[error("model `{model}`: {source}")]
+    Infer { model: String, source: InferError },
+    #[error("model `{model}`: {message}")]
+    Contract { model: String, message: String },
+    #[error("emap: {0}")]
+    Emap(String),
+    #[error("the model cache lock was poisoned by a panic; restart fusiond")]
+    Poisoned,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StageError {

@@ -2,11 +2,11 @@
 //! hashing while copying, and write the staged manifest, index and `.ready`
 //! marker the daemon loads from.
 
+use super::emap;
 use super::plan::{plan, StagedIndex, Wanted};
 use super::{tmpfs, StageError};
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::face::{extract_emap, write_emap};
 use crate::manifest::{self, Contract, ModelEntry};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -150,19 +150,14 @@ fn stage_emap(catalog: &Catalog, entry: &ModelEntry, ramdisk: &Path) -> Result<S
     let name = Path::new(&staged_name(entry)).with_extension("emap.safetensors");
     let name = name.to_string_lossy().into_owned();
     let dst = ramdisk.join(&name);
-    let side = entry.emap.clone().unwrap_or_else(|| crate::face::emap_path(&entry.file));
+    let side = emap::side_file(entry);
     if side.is_file() {
         copy_verified(&side, &dst, Expect::Nothing)?;
         return Ok(name);
     }
-    let float = match &entry.emap_source {
-        Some(source) => catalog.entry(source).map_err(StageError::Catalog)?,
-        None => entry,
-    };
-    let bytes = catalog.open_file(float).map_err(StageError::Catalog)?;
-    let emap =
-        extract_emap(&bytes).map_err(|e| StageError::Emap { model: entry.name.clone(), message: e.to_string() })?;
-    write_emap(&dst, &emap).map_err(|e| StageError::Emap { model: entry.name.clone(), message: e.to_string() })?;
+    let as_stage = |e: super::StoreError| StageError::Emap { model: entry.name.clone(), message: e.to_string() };
+    let emap = emap::from_graph(catalog, entry).map_err(as_stage)?;
+    emap::write_emap(&dst, &emap).map_err(as_stage)?;
     Ok(name)
 }
 

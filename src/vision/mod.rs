@@ -7,6 +7,7 @@ mod convert;
 mod draw;
 mod mask;
 mod resize;
+mod template;
 mod tensor;
 
 pub use affine::{estimate_similarity, warp_affine_into, Affine};
@@ -14,6 +15,7 @@ pub use convert::{nv12_to_rgb, rgb_to_yuyv, yuyv_to_rgb, ConvertError};
 pub use draw::{draw_circle, draw_rect};
 pub use mask::{box_mask, gaussian_blur, paste_back, paste_region};
 pub use resize::{resize_into, Resizer};
+pub use template::Template;
 pub use tensor::{pack_nchw, pack_nchw_rows, unpack_nchw, ChannelOrder, Normalization};
 
 pub use image::RgbImage;

@@ -3,14 +3,13 @@
 //! fail to register; zero-copy ORT-format models. Runs against the
 //! libonnxruntime.so of the onnxruntime wheel that tests/setup.sh installs.
 
-use crate::util::{contract_models, image, int8_models, psnr, shared};
-use fusiond::catalog::Catalog;
-use fusiond::config::{InferenceConfig, ProviderKind};
+use crate::util::{contract_models, image, int8_models, psnr, shared, Models};
 use fusiond::face::detect::iou;
-use fusiond::face::{
-    input_shapes, Detector, FusionPipeline, MaskSettings, PipelineSettings, Recognizer, Selector, Swapper,
+use fusiond::face::SelectorMode;
+use fusiond::infer::{
+    Backend, EngineKind, Engines, InferenceSettings, OrtBackend, OrtSettings, ProviderKind, Tensor, TractBackend,
 };
-use fusiond::infer::{Backend, Engines, OrtBackend, OrtSettings, Tensor, TractBackend};
+use fusiond::store::Loader;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -37,12 +36,12 @@ pub fn ort_library() -> PathBuf {
 }
 
 fn ort() -> Arc<OrtBackend> {
-    Arc::new(OrtBackend::new(OrtSettings::cpu(&ort_library(), 1)).expect("ONNX Runtime loads"))
+    Arc::new(OrtBackend::new(OrtSettings::cpu(ort_library(), 1)).expect("ONNX Runtime loads"))
 }
 
-fn catalogs() -> (Catalog, Catalog) {
+fn catalogs() -> (Models, Models) {
     let dirs = [shared("models"), contract_models(), int8_models()];
-    (Catalog::open(&dirs, Arc::new(TractBackend::default())).unwrap(), Catalog::open(&dirs, ort()).unwrap())
+    (Models::open(&dirs, Arc::new(TractBackend::default())), Models::open(&dirs, ort()))
 }
 
 /// FP32 graphs agree closely. INT8 graphs do not compute the same thing on
@@ -55,8 +54,8 @@ fn both_engines_find_the_same_faces_fp32_and_int8() {
     for name in ["yunet_2023mar", "scrfd_500m", "yunet_2023mar_int8", "scrfd_500m_int8"] {
         let int8 = name.ends_with("_int8");
         let (min_iou, max_score, max_landmark) = if int8 { (0.9, 0.08, 0.06) } else { (0.97, 0.01, 0.01) };
-        let mut a = Detector::load(&t, Some(name), None).unwrap();
-        let mut b = Detector::load(&o, Some(name), None).unwrap();
+        let mut a = t.detector(name, None).unwrap();
+        let mut b = o.detector(name, None).unwrap();
         for photo in PHOTOS {
             let img = image(photo);
             let (fa, fb) = (a.detect(&img).unwrap(), b.detect(&img).unwrap());
@@ -82,10 +81,10 @@ fn both_engines_find_the_same_faces_fp32_and_int8() {
 #[test]
 fn both_engines_give_the_same_embeddings_fp32_and_int8() {
     let (t, o) = catalogs();
-    let mut det = Detector::load(&t, Some("scrfd_500m"), None).unwrap();
+    let mut det = t.detector("scrfd_500m", None).unwrap();
     for name in ["arcface_fr", "arcface_fr_int8"] {
-        let mut a = Recognizer::load(&t, Some(name)).unwrap();
-        let mut b = Recognizer::load(&o, Some(name)).unwrap();
+        let mut a = t.recognizer(name);
+        let mut b = o.recognizer(name);
         for photo in PHOTOS {
             let img = image(photo);
             for f in det.detect(&img).unwrap() {
@@ -105,15 +104,10 @@ fn both_engines_swap_to_the_same_pixels_with_the_contract_models() {
     for swapper in ["identity_swapper", "latent_color_swapper", "identity_hyperswap"] {
         let mut frames = Vec::new();
         for c in [&t, &o] {
-            let mut p = FusionPipeline::new(
-                Detector::load(c, Some("scrfd_500m"), None).unwrap(),
-                Recognizer::load(c, Some("arcface_fr")).unwrap(),
-                Swapper::load(c, Some(swapper), MaskSettings::default()).unwrap(),
-                PipelineSettings { blend: 1.0, selector: Selector::Many },
-            );
+            let mut p = c.live(swapper, SelectorMode::Many);
             p.set_source(&image("fr_biden.jpg"), "biden").unwrap();
             let mut frame = target.clone();
-            let report = p.process(&mut frame).unwrap();
+            let report = p.process(&mut frame, std::time::Instant::now()).unwrap();
             assert_eq!(report.swapped.len(), 2, "{swapper}: {report:?}");
             frames.push(frame);
         }
@@ -130,14 +124,14 @@ fn both_engines_swap_to_the_same_pixels_with_the_contract_models() {
 #[test]
 fn providers_that_fail_are_reported_and_error_on_failure_refuses_to_fall_back() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut config = InferenceConfig::default();
-    config.engine = fusiond::config::EngineKind::Ort;
+    let mut config = InferenceSettings::default();
+    config.engine = EngineKind::Ort;
     config.ort.library = ort_library();
     config.ort.providers = vec![ProviderKind::Tensorrt, ProviderKind::Cuda, ProviderKind::Cpu];
     config.ort.tensorrt.cache_dir = tmp.path().join("trt");
-    let catalog = Catalog::open(&[shared("models")], Engines::from_config(&config).unwrap()).unwrap();
-    let entry = catalog.entry("arcface_fr").unwrap().clone();
-    let model = catalog.load(&entry, &input_shapes(&entry)).unwrap();
+    let loader = Loader::open(&[shared("models")], Engines::from_settings(&config).unwrap()).unwrap();
+    let entry = loader.catalog().entry("arcface_fr").unwrap().clone();
+    let model = loader.load_with(&entry, &entry.input_shapes()).unwrap();
     let placement = model.placement();
     let failed: Vec<&str> = placement.failed.iter().map(|f| f.provider.as_str()).collect();
     assert_eq!(failed, ["tensorrt", "cuda"], "{placement:?}");
@@ -146,8 +140,8 @@ fn providers_that_fail_are_reported_and_error_on_failure_refuses_to_fall_back() 
     assert!(tmp.path().join("trt").is_dir(), "the TensorRT cache dir is created on persistent storage");
 
     config.ort.error_on_failure = true;
-    let catalog = Catalog::open(&[shared("models")], Engines::from_config(&config).unwrap()).unwrap();
-    let err = catalog.load(&entry, &input_shapes(&entry)).err().expect("load must fail").to_string();
+    let loader = Loader::open(&[shared("models")], Engines::from_settings(&config).unwrap()).unwrap();
+    let err = loader.load_with(&entry, &entry.input_shapes()).err().expect("load must fail").to_string();
     assert!(err.contains("tensorrt") && err.contains("error_on_failure"), "{err}");
 }
 
@@ -199,7 +193,7 @@ fn a_model_that_is_not_onnx_is_refused_with_a_clear_error() {
 /// frames are fused as on tract.
 #[test]
 fn the_daemon_runs_models_on_both_engines_and_reports_failed_providers() {
-    use crate::daemon::{free_port, serial, write_config, Daemon, Mosquitto, Watcher, T};
+    use crate::harness::{free_port, serial, write_config, Daemon, Mosquitto, Watcher, T};
     let _s = serial();
     let broker = Mosquitto::start(free_port());
     let dir = tempfile::tempdir().unwrap();
@@ -258,7 +252,7 @@ cache_dir = "{dir}/trt"
 /// so with a failing exit status, naming each failure.
 #[test]
 fn warm_fails_when_the_configured_providers_cannot_be_used() {
-    use crate::daemon::write_config;
+    use crate::harness::write_config;
     let dir = tempfile::tempdir().unwrap();
     // The daemon tests' config (its broker is never contacted by `warm`).
     let config = |providers: &str| {

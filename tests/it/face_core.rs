@@ -1,12 +1,10 @@
-use crate::util::{catalog, contract_models, image, psnr, region, shared};
-use fusiond::catalog::Catalog;
-use fusiond::face::{
-    read_emap, write_emap, Detector, Embedding, Face, FusionPipeline, MaskSettings, PipelineSettings, Recognizer,
-    Selector, Swapper, Template,
-};
+use crate::util::{catalog, contract_models, image, psnr, region, shared, Models};
+use fusiond::face::{Embedding, Face, LivePipeline, SelectorMode};
 use fusiond::infer::{InputShape, Tensor};
 use fusiond::npy;
-use fusiond::vision::{paste_region, warp_affine_into, Affine, RgbImage};
+use fusiond::store::emap::{extract_emap, read_emap, write_emap};
+use fusiond::vision::{paste_region, warp_affine_into, Affine, RgbImage, Template};
+use std::time::Instant;
 
 const DETECTORS: [&str; 3] = ["yunet_2023mar", "yunet_n_dynamic", "scrfd_500m"];
 const EXPECTED: [(&str, usize); 5] = [
@@ -37,7 +35,7 @@ fn assert_plausible_landmarks(f: &Face, what: &str) {
 fn every_shared_detector_finds_every_face_with_ordered_landmarks() {
     let catalog = catalog();
     for name in DETECTORS {
-        let mut det = Detector::load(&catalog, Some(name), None).unwrap();
+        let mut det = catalog.detector(name, None).unwrap();
         for (img, want) in EXPECTED {
             let faces = det.detect(&image(img)).unwrap();
             assert_eq!(faces.len(), want, "{name} on {img}: {faces:?}");
@@ -51,19 +49,19 @@ fn every_shared_detector_finds_every_face_with_ordered_landmarks() {
 #[test]
 fn resizable_detectors_run_at_other_sizes_and_fixed_ones_refuse() {
     let catalog = catalog();
-    let mut det = Detector::load(&catalog, Some("scrfd_500m"), Some([320, 320])).unwrap();
+    let mut det = catalog.detector("scrfd_500m", Some([320, 320])).unwrap();
     assert_eq!(det.entry().input_size, [320, 320]);
     assert_eq!(det.detect(&image("fr_two_people.jpg")).unwrap().len(), 2);
-    let mut det = Detector::load(&catalog, Some("yunet_n_dynamic"), Some([480, 352])).unwrap();
+    let mut det = catalog.detector("yunet_n_dynamic", Some([480, 352])).unwrap();
     assert_eq!(det.detect(&image("fr_obama.jpg")).unwrap().len(), 1);
-    let err = Detector::load(&catalog, Some("yunet_2023mar"), Some([320, 320])).err().unwrap();
+    let err = catalog.detector("yunet_2023mar", Some([320, 320])).err().unwrap();
     assert!(err.to_string().contains("cannot run at 320x320"), "{err}");
 }
 
 #[test]
 fn yolo_face_rows_are_decoded_thresholded_suppressed_and_rescaled() {
     let catalog = catalog();
-    let mut det = Detector::load(&catalog, Some("yolo_face_planted"), None).unwrap();
+    let mut det = catalog.detector("yolo_face_planted", None).unwrap();
     // 1280x960 letterboxes at scale 0.5, so input coordinates double.
     let faces = det.detect(&RgbImage::new(1280, 960)).unwrap();
     assert_eq!(faces.len(), 2, "{faces:?}");
@@ -74,9 +72,9 @@ fn yolo_face_rows_are_decoded_thresholded_suppressed_and_rescaled() {
     assert_plausible_landmarks(&faces[0], "planted face");
 }
 
-fn identity(catalog: &Catalog, img: &str) -> Embedding {
-    let mut det = Detector::load(catalog, Some("scrfd_500m"), None).unwrap();
-    let mut rec = Recognizer::load(catalog, Some("arcface_fr")).unwrap();
+fn identity(catalog: &Models, img: &str) -> Embedding {
+    let mut det = catalog.detector("scrfd_500m", None).unwrap();
+    let mut rec = catalog.recognizer("arcface_fr");
     let frame = image(img);
     let faces = det.detect(&frame).unwrap();
     rec.embed(&frame, &faces[0].landmarks).unwrap()
@@ -95,13 +93,8 @@ fn recogniser_tells_the_same_person_from_a_different_one() {
     assert!(obama.cosine(&biden) < 0.3, "different people: {}", obama.cosine(&biden));
 }
 
-fn pipeline(catalog: &Catalog, swapper: &str, selector: Selector) -> FusionPipeline {
-    FusionPipeline::new(
-        Detector::load(catalog, Some("scrfd_500m"), None).unwrap(),
-        Recognizer::load(catalog, Some("arcface_fr")).unwrap(),
-        Swapper::load(catalog, Some(swapper), MaskSettings::default()).unwrap(),
-        PipelineSettings { blend: 1.0, selector },
-    )
+fn pipeline(catalog: &Models, swapper: &str, selector: SelectorMode) -> LivePipeline {
+    catalog.live(swapper, selector)
 }
 
 fn aligned_at(frame: &RgbImage, landmarks: &[[f32; 2]; 5], size: u32) -> (Affine, RgbImage) {
@@ -141,13 +134,13 @@ fn identity_swap_round_trips_alignment_inverse_warp_and_mask() {
     }
 }
 
-fn identity_round_trip(catalog: &Catalog, swapper: &str, size: u32) {
-    let mut p = pipeline(catalog, swapper, Selector::Many);
+fn identity_round_trip(catalog: &Models, swapper: &str, size: u32) {
+    let mut p = pipeline(catalog, swapper, SelectorMode::Many);
     p.set_source(&image("fr_obama2.jpg"), "source").unwrap();
     for target in ["fr_two_people.jpg", "fr_obama_and_biden.jpg", "pexels_blazeface_Test3.jpg"] {
         let before = image(target);
         let mut after = before.clone();
-        let report = p.process(&mut after).unwrap();
+        let report = p.process(&mut after, Instant::now()).unwrap();
         assert_eq!(report.swapped.len(), report.faces.len());
         for f in &report.faces {
             let (_, want) = aligned_at(&before, &f.landmarks, size);
@@ -169,7 +162,7 @@ fn identity_round_trip(catalog: &Catalog, swapper: &str, size: u32) {
 fn one_model_serves_a_session_per_thread() {
     let catalog = catalog();
     let entry = catalog.entry("arcface_fr").unwrap();
-    let model = catalog.load(entry, &[InputShape::first(&[1, 3, 112, 112])]).unwrap();
+    let model = catalog.0.load_with(entry, &[InputShape::first(&[1, 3, 112, 112])]).unwrap();
     let data = (0..3 * 112 * 112).map(|i| (i % 255) as f32 / 128.0 - 1.0).collect();
     let input = Tensor::new(&[1, 3, 112, 112], data).unwrap();
     let outputs: Vec<Vec<f32>> = std::thread::scope(|s| {
@@ -194,10 +187,10 @@ fn source_latent_flows_through_emap_into_the_swapped_pixels() {
     let target = image("fr_two_people.jpg");
     let mut outputs = Vec::new();
     for source in ["fr_obama.jpg", "fr_biden.jpg"] {
-        let mut p = pipeline(&catalog, "latent_color_swapper", Selector::One);
+        let mut p = pipeline(&catalog, "latent_color_swapper", SelectorMode::One);
         p.set_source(&image(source), source).unwrap();
         let mut frame = target.clone();
-        let report = p.process(&mut frame).unwrap();
+        let report = p.process(&mut frame, Instant::now()).unwrap();
         assert_eq!(report.swapped.len(), 1);
         let face = &report.faces[report.swapped[0]];
         assert_untouched_outside(&target, &frame, &[face]);
@@ -218,7 +211,7 @@ fn inswapper_latent_matches_numpy_with_and_without_renormalisation() {
         [("known_emap", "known_emap_latent_plain.npy"), ("known_emap_renorm", "known_emap_latent_renorm.npy")]
     {
         let want = load(expected);
-        let swapper = Swapper::load(&catalog, Some(name), MaskSettings::default()).unwrap();
+        let swapper = catalog.swapper(name);
         let got = swapper.latent(&embedding).unwrap();
         assert_eq!(got.shape(), want.shape());
         let err = got.data().iter().zip(want.data()).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
@@ -227,7 +220,8 @@ fn inswapper_latent_matches_numpy_with_and_without_renormalisation() {
         // What enters the graph is that latent: the model echoes `source`.
         let entry = catalog.entry(name).unwrap();
         let model = catalog
-            .load(entry, &[InputShape::named("target", &[1, 3, 128, 128]), InputShape::named("source", &[1, 512])])
+            .0
+            .load_with(entry, &[InputShape::named("target", &[1, 3, 128, 128]), InputShape::named("source", &[1, 512])])
             .unwrap();
         let target = Tensor::zeros(&[1, 3, 128, 128]);
         let out = model.session().unwrap().run(&[("target", &target), ("source", &got)]).unwrap();
@@ -239,7 +233,7 @@ fn inswapper_latent_matches_numpy_with_and_without_renormalisation() {
 fn emap_side_file_round_trips_and_matches_the_graph() {
     let catalog = catalog();
     let entry = catalog.entry("known_emap").unwrap();
-    let from_graph = fusiond::face::extract_emap(&catalog.open_file(entry).unwrap()).unwrap();
+    let from_graph = extract_emap(&catalog.0.catalog().open_file(entry).unwrap()).unwrap();
     assert_eq!(from_graph.shape(), &[512, 512]);
     let tmp = tempfile::tempdir().unwrap();
     let side = tmp.path().join("known.emap.safetensors");
@@ -253,17 +247,17 @@ fn emap_side_file_round_trips_and_matches_the_graph() {
 fn swapped_frames_differ_only_where_faces_are_selected_by_reference() {
     let catalog = catalog();
     let obama = identity(&catalog, "fr_obama.jpg");
-    let selector = Selector::Reference { reference: obama, max_distance: 0.3 };
-    let mut p = pipeline(&catalog, "latent_color_swapper", selector);
+    let mut p = pipeline(&catalog, "latent_color_swapper", SelectorMode::One);
+    p.lock_reference(obama, 0.3);
     p.set_source(&image("fr_biden.jpg"), "source").unwrap();
     let before = image("fr_obama_and_biden.jpg");
     let mut after = before.clone();
-    let report = p.process(&mut after).unwrap();
+    let report = p.process(&mut after, Instant::now()).unwrap();
     assert_eq!(report.swapped.len(), 1, "only Obama is swapped: {:?}", report.faces);
     let swapped = &report.faces[report.swapped[0]];
     assert_untouched_outside(&before, &after, &[swapped]);
     // The swapped face is Obama's: the one the recogniser matches.
-    let mut rec = Recognizer::load(&catalog, Some("arcface_fr")).unwrap();
+    let mut rec = catalog.recognizer("arcface_fr");
     let e = rec.embed(&before, &swapped.landmarks).unwrap();
     assert!(e.cosine(&identity(&catalog, "fr_obama2.jpg")) > 0.5);
     let _ = shared("images/fr_obama2.jpg");
@@ -272,9 +266,9 @@ fn swapped_frames_differ_only_where_faces_are_selected_by_reference() {
 #[test]
 fn the_enhancer_restores_in_place_at_80_percent_inside_its_paste_region_only() {
     let catalog = catalog();
-    let mut enhancer = fusiond::face::Enhancer::load(&catalog, Some("identity_enhancer")).unwrap();
+    let mut enhancer = catalog.enhancer("identity_enhancer");
     assert_eq!(enhancer.blend, 0.8);
-    let mut det = Detector::load(&catalog, Some("scrfd_500m"), None).unwrap();
+    let mut det = catalog.detector("scrfd_500m", None).unwrap();
     let before = image("fr_two_people.jpg");
     let face = det.detect(&before).unwrap().remove(0);
     let mut after = before.clone();

@@ -1,10 +1,8 @@
 //! INT8 (QDQ) models from models/quantize against their FP32 originals, both
 //! on tract, on the shared photos.
 
-use crate::util::{image, int8_models, shared};
-use fusiond::catalog::Catalog;
+use crate::util::{image, int8_models, shared, Models};
 use fusiond::face::detect::iou;
-use fusiond::face::{Detector, Recognizer};
 use fusiond::infer::TractBackend;
 use std::sync::Arc;
 
@@ -17,16 +15,16 @@ const PHOTOS: [&str; 6] = [
     "skimage_astronaut.png",
 ];
 
-fn catalog() -> Catalog {
-    Catalog::open(&[shared("models"), int8_models()], Arc::new(TractBackend::default())).unwrap()
+fn catalog() -> Models {
+    Models::open(&[shared("models"), int8_models()], Arc::new(TractBackend::default()))
 }
 
 #[test]
 fn int8_detectors_find_the_same_faces_as_fp32() {
     let c = catalog();
     for name in ["yunet_2023mar", "yunet_n_dynamic", "scrfd_500m"] {
-        let mut fp32 = Detector::load(&c, Some(name), None).unwrap();
-        let mut int8 = Detector::load(&c, Some(&format!("{name}_int8")), None).unwrap();
+        let mut fp32 = c.detector(name, None).unwrap();
+        let mut int8 = c.detector(&format!("{name}_int8"), None).unwrap();
         for photo in PHOTOS {
             let img = image(photo);
             let (a, b) = (fp32.detect(&img).unwrap(), int8.detect(&img).unwrap());
@@ -42,9 +40,9 @@ fn int8_detectors_find_the_same_faces_as_fp32() {
 #[test]
 fn int8_embeddings_stay_close_to_fp32() {
     let c = catalog();
-    let mut det = Detector::load(&c, Some("scrfd_500m"), None).unwrap();
-    let mut fp32 = Recognizer::load(&c, Some("arcface_fr")).unwrap();
-    let mut int8 = Recognizer::load(&c, Some("arcface_fr_int8")).unwrap();
+    let mut det = c.detector("scrfd_500m", None).unwrap();
+    let mut fp32 = c.recognizer("arcface_fr");
+    let mut int8 = c.recognizer("arcface_fr_int8");
     for photo in PHOTOS {
         let img = image(photo);
         for f in det.detect(&img).unwrap() {

@@ -7,6 +7,7 @@ mod daemon;
 #[cfg(feature = "ort")]
 mod engines;
 mod face_core;
+mod harness;
 mod int8;
 mod store;
 mod systemd;

@@ -3,7 +3,7 @@
 
 use crate::util::{contract_models, image, shared};
 use fusiond::config::Config;
-use fusiond::face::{PipelineSettings, Selector};
+use fusiond::face::{LivePipeline, SelectorMode};
 use fusiond::infer::TractBackend;
 use fusiond::store::{stage, StageReport, Store, TierOutcome};
 use std::path::{Path, PathBuf};
@@ -55,7 +55,13 @@ fn config(rd: &Ramdisk, size_mib: u64, extra_dirs: &[&Path], tiers: &[(&str, &[&
 }
 
 fn catalog(c: &Config) -> fusiond::catalog::Catalog {
-    fusiond::catalog::Catalog::open(&c.models.dirs, Arc::new(TractBackend::default())).unwrap()
+    fusiond::catalog::Catalog::open(&c.models.dirs).unwrap()
+}
+
+/// The daemon's pipeline over `models`, detecting on every frame.
+fn live(models: &fusiond::store::TierModels) -> LivePipeline {
+    let fusion = fusiond::daemon::fusion_pipeline(models).unwrap();
+    LivePipeline::new(fusion, crate::util::every_frame(SelectorMode::Many))
 }
 
 const FAST: (&str, &[&str]) = ("fast", &["scrfd_500m", "arcface_fr", "latent_color_swapper"]);
@@ -95,10 +101,10 @@ fn the_store_loads_warms_and_runs_a_staged_tier() {
     assert_eq!(store.cached().len(), 3);
     let again = store.tier("fast").unwrap();
     assert!(Arc::ptr_eq(&again.detector, &models.detector), "a second request reuses the cached model");
-    let mut p = models.pipeline(PipelineSettings { blend: 1.0, selector: Selector::Many }).unwrap();
+    let mut p = live(&models);
     p.set_source(&image("fr_biden.jpg"), "source").unwrap();
     let mut frame = image("fr_two_people.jpg");
-    assert_eq!(p.process(&mut frame).unwrap().swapped.len(), 2);
+    assert_eq!(p.process(&mut frame, std::time::Instant::now()).unwrap().swapped.len(), 2);
 }
 
 /// Copies `src` into `dir` as `name`, applies `damage`, and writes a
@@ -130,9 +136,9 @@ fn a_tier_with_an_enhancer_runs_it_on_every_swapped_face() {
     let TierOutcome::Ready(models) = store.activate("quality").unwrap() else { panic!("quality degraded") };
     assert_eq!(models.enhancer.as_ref().unwrap().entry.name, "identity_enhancer");
     assert_eq!(models.all().len(), 4);
-    let mut p = models.pipeline(PipelineSettings { blend: 1.0, selector: Selector::Many }).unwrap();
+    let mut p = live(&models);
     p.set_source(&image("fr_biden.jpg"), "source").unwrap();
-    let report = p.process(&mut image("fr_two_people.jpg")).unwrap();
+    let report = p.process(&mut image("fr_two_people.jpg"), std::time::Instant::now()).unwrap();
     assert_eq!(report.swapped.len(), 2);
     assert!(report.timings.enhance.as_nanos() > 0);
 }
@@ -260,7 +266,7 @@ fn hostile_safetensors_side_files_are_rejected_without_panicking() {
     for (name, bytes) in cases {
         let path = tmp.path().join(format!("{name}.emap.safetensors"));
         std::fs::write(&path, bytes).unwrap();
-        let err = fusiond::face::read_emap(&path).unwrap_err().to_string();
+        let err = fusiond::store::emap::read_emap(&path).unwrap_err().to_string();
         assert!(err.contains(&format!("{name}.emap.safetensors")), "{name}: {err}");
     }
     // Staged next to a swapper, a hostile side file fails that tier only.

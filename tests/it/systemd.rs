@@ -3,7 +3,7 @@
 //! applied to a scratch root, and the notify protocol read from a real
 //! NOTIFY_SOCKET the test binds.
 
-use crate::daemon::{free_port, serial, slow, write_config, Daemon, Mosquitto, Watcher, T};
+use crate::harness::{free_port, serial, slow, write_config, Daemon, Mosquitto, Watcher, T};
 use crate::util::repo;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,10 @@
-use fusiond::catalog::Catalog;
+use fusiond::face::{
+    Blend, Detector, Enhancer, FusionPipeline, LivePipeline, LiveSettings, MaskSettings, PipelineSettings, Recognizer,
+    SelectorMode, Swapper,
+};
 use fusiond::infer::TractBackend;
+use fusiond::manifest::{Kind, ModelEntry};
+use fusiond::store::{LoadedModel, Loader};
 use fusiond::vision::RgbImage;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -93,8 +98,67 @@ pub fn int8_models() -> PathBuf {
     generated(&DIR, "FUSIOND_INT8_MODELS", "quantize", &["--models", m, "--photos", p, "--out"])
 }
 
-pub fn catalog() -> Catalog {
-    Catalog::open(&[shared("models"), contract_models()], Arc::new(TractBackend::default())).expect("catalog opens")
+/// The face stages over models loaded from `dirs`, as the command line and
+/// the daemon build them.
+pub struct Models(pub Loader);
+
+impl Models {
+    pub fn open(dirs: &[PathBuf], engines: impl Into<fusiond::infer::Engines>) -> Models {
+        Models(Loader::open(dirs, engines).expect("the manifests open"))
+    }
+
+    pub fn entry(&self, name: &str) -> Result<&ModelEntry, fusiond::catalog::CatalogError> {
+        self.0.catalog().entry(name)
+    }
+
+    fn pick(&self, name: &str, kind: Kind) -> LoadedModel {
+        self.0.pick(Some(name), kind).unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
+
+    /// Detector `name`, at `size` when given (resizable exports only).
+    pub fn detector(&self, name: &str, size: Option<[u32; 2]>) -> Result<Detector, String> {
+        let mut entry = self.entry(name).map_err(|e| e.to_string())?.clone();
+        if let Some(size) = size {
+            entry = entry.resized(size)?;
+        }
+        let m = self.0.load(&entry).map_err(|e| e.to_string())?;
+        Detector::new(m.entry, &*m.model).map_err(|e| e.to_string())
+    }
+
+    pub fn recognizer(&self, name: &str) -> Recognizer {
+        let m = self.pick(name, Kind::Recognizer);
+        Recognizer::new(m.entry, &*m.model).unwrap()
+    }
+
+    pub fn swapper(&self, name: &str) -> Swapper {
+        let m = self.pick(name, Kind::Swapper);
+        Swapper::new(m.entry, &*m.model, m.emap, MaskSettings::default()).unwrap()
+    }
+
+    pub fn enhancer(&self, name: &str) -> Enhancer {
+        let m = self.pick(name, Kind::Enhancer);
+        Enhancer::new(m.entry, &*m.model, MaskSettings::default()).unwrap()
+    }
+
+    /// scrfd_500m, arcface_fr and `swapper`, detecting on every frame.
+    pub fn live(&self, swapper: &str, selector: SelectorMode) -> LivePipeline {
+        let fusion = FusionPipeline::new(
+            self.detector("scrfd_500m", None).unwrap(),
+            self.recognizer("arcface_fr"),
+            self.swapper(swapper),
+            PipelineSettings::default(),
+        );
+        LivePipeline::new(fusion, every_frame(selector))
+    }
+}
+
+/// Live settings for still images: the detector runs on every frame.
+pub fn every_frame(selector: SelectorMode) -> LiveSettings {
+    LiveSettings { detect_interval: std::time::Duration::ZERO, blend: Blend::FULL, selector }
+}
+
+pub fn catalog() -> Models {
+    Models::open(&[shared("models"), contract_models()], Arc::new(TractBackend::default()))
 }
 
 pub fn psnr(a: &[u8], b: &[u8]) -> f64 {

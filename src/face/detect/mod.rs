@@ -5,10 +5,9 @@ mod scrfd;
 mod yolo_face;
 mod yunet;
 
-use super::{infer_err, input_shapes, Face, FaceError, Result};
-use crate::catalog::Catalog;
+use super::{infer_err, Face, FaceError, Result};
 use crate::infer::{Model, Session, Tensor};
-use crate::manifest::{Contract, Kind, ModelEntry};
+use crate::manifest::{Contract, ModelEntry};
 use crate::vision::{pack_nchw_rows, Resizer, RgbImage};
 
 /// Detector tuning. Defaults follow FaceFusion.
@@ -45,26 +44,8 @@ pub struct Detector {
 }
 
 impl Detector {
-    /// Loads detector `name` (or the first available one). `size` overrides
-    /// the input size for resizable exports; sizes are rounded up to a
-    /// multiple of 32, which all three families need.
-    pub fn load(catalog: &Catalog, name: Option<&str>, size: Option<[u32; 2]>) -> Result<Detector> {
-        let mut entry = catalog.pick(name, Kind::Detector)?.clone();
-        if let Some([w, h]) = size {
-            if !entry.resizable && [w, h] != entry.input_size {
-                return Err(FaceError::Contract {
-                    model: entry.name.clone(),
-                    message: format!("a fixed {:?} input; it cannot run at {w}x{h}", entry.input_size),
-                });
-            }
-            entry.input_size = [w.div_ceil(32) * 32, h.div_ceil(32) * 32];
-        }
-        let model = catalog.load(&entry, &input_shapes(&entry))?;
-        Detector::new(entry, &*model)
-    }
-
     /// A detector over an already loaded `model` (loaded with
-    /// [`input_shapes`] of `entry`).
+    /// [`ModelEntry::input_shapes`] of `entry`).
     pub fn new(entry: ModelEntry, model: &dyn Model) -> Result<Detector> {
         let [w, h] = entry.input_size;
         let shape = [1, 3, h as usize, w as usize];

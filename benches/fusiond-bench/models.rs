@@ -3,12 +3,11 @@
 //! side by side with the ratios. Every row runs in a fresh child process, so
 //! load time and resident memory are that configuration's alone.
 
-use super::{EngineArgs, EngineChoice};
-use crate::catalog::Catalog;
-use crate::face::input_shapes;
-use crate::infer::Tensor;
-use crate::store::loader_rss;
 use anyhow::{bail, Context, Result};
+use fusiond::catalog::Catalog;
+use fusiond::cli::{ort_library, EngineArgs, EngineChoice};
+use fusiond::infer::Tensor;
+use fusiond::store::{rss as loader_rss, Loader};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::process::Command;
@@ -84,12 +83,13 @@ fn inputs(shapes: &[(String, Vec<usize>)]) -> Vec<(String, Tensor)> {
 fn child(args: &Args, name: &str) -> Result<Row> {
     let mb = |b: u64| b as f64 / 1e6;
     let (rss_start, _) = loader_rss();
-    let mut catalog = Catalog::open(&args.dirs, args.engine.engines()?)?;
+    let mut catalog = Catalog::open(&args.dirs)?;
     // Hashing is the store's cost, not the engine's.
     catalog.set_verify(false);
     let entry = catalog.entry(name)?.clone();
+    let loader = Loader::new(catalog, args.engine.engines()?);
     let t = Instant::now();
-    let model = catalog.load(&entry, &input_shapes(&entry))?;
+    let model = loader.load_with(&entry, &entry.input_shapes())?;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
     let shapes: Vec<(String, Vec<usize>)> = model.inputs().iter().map(|i| (i.name.clone(), i.shape.clone())).collect();
     let feed = inputs(&shapes);
@@ -133,14 +133,14 @@ fn child(args: &Args, name: &str) -> Result<Row> {
 fn spawn(args: &Args, name: &str, engine: EngineChoice, threads: usize) -> Result<Row> {
     let exe = std::env::current_exe().context("cannot find this executable to run the benchmark rows")?;
     let mut cmd = Command::new(exe);
-    cmd.arg("bench-models").arg("--child").arg(name).arg("--runs").arg(args.runs.to_string());
+    cmd.arg("models").arg("--child").arg(name).arg("--runs").arg(args.runs.to_string());
     cmd.arg("--heavy-runs").arg(args.heavy_runs.to_string());
     for d in &args.dirs {
         cmd.arg("--models").arg(d);
     }
     cmd.arg("--engine").arg(if engine == EngineChoice::Ort { "ort" } else { "tract" });
     cmd.arg("--threads").arg(threads.to_string());
-    cmd.arg("--ort-library").arg(super::ort_library(args.engine.ort_library.as_deref()));
+    cmd.arg("--ort-library").arg(ort_library(args.engine.ort_library.as_deref()));
     let out = cmd.output().context("cannot run a benchmark row")?;
     if !out.status.success() {
         bail!("{}", String::from_utf8_lossy(&out.stderr).trim());
@@ -154,13 +154,13 @@ pub fn run(args: Args) -> Result<()> {
         println!("{}", serde_json::to_string(&child(&args, name)?)?);
         return Ok(());
     }
-    let catalog = Catalog::open(&args.dirs, std::sync::Arc::new(crate::infer::TractBackend::default()))?;
+    let catalog = Catalog::open(&args.dirs)?;
     let present = |n: &str| catalog.entry(n).is_ok_and(|e| e.file.is_file());
     let names: Vec<String> = match args.names.is_empty() {
         true => DEFAULT_MODELS.iter().map(|s| s.to_string()).collect(),
         false => args.names.clone(),
     };
-    let library = super::ort_library(args.engine.ort_library.as_deref());
+    let library = ort_library(args.engine.ort_library.as_deref());
     let mut engines = vec![EngineChoice::Tract];
     if cfg!(feature = "ort") && library.is_file() {
         engines.push(EngineChoice::Ort);

@@ -1,6 +1,6 @@
-use super::{load_image, swapper, ModelArgs};
-use crate::face::{FusionPipeline, PipelineSettings, Selector};
 use anyhow::{Context, Result};
+use fusiond::cli::{load_image, swapper, ModelArgs};
+use fusiond::face::{Blend, FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -39,12 +39,11 @@ fn timed(f: impl FnOnce() -> Result<()>) -> Result<Duration> {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let catalog = args.models.catalog()?;
-    let detector = args.models.detector(&catalog)?;
-    let recognizer = args.models.recognizer(&catalog)?;
-    let swapper = swapper(&catalog, args.swapper.as_deref())?;
-    let settings = PipelineSettings { blend: 1.0, selector: Selector::One };
-    let mut p = FusionPipeline::new(detector, recognizer, swapper, settings);
+    let loader = args.models.loader()?;
+    let detector = args.models.detector(&loader)?;
+    let recognizer = args.models.recognizer(&loader)?;
+    let swapper = swapper(&loader, args.swapper.as_deref())?;
+    let mut p = FusionPipeline::new(detector, recognizer, swapper, PipelineSettings::default());
     let image = load_image(&args.image)?;
     let source = match &args.source {
         Some(s) => load_image(s)?,
@@ -52,7 +51,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     p.set_source(&source, "the source photo")?;
     let faces = p.detector.detect(&image)?;
-    let face = crate::face::largest(&faces).map(|i| faces[i].clone()).context("no face in --image")?;
+    let face = fusiond::face::largest(&faces).map(|i| faces[i].clone()).context("no face in --image")?;
     let latent = p.swapper.latent(p.source().context("source is set")?)?;
     let mut scratch = image.clone();
 
@@ -62,7 +61,7 @@ pub fn run(args: Args) -> Result<()> {
         args.image.display(),
         image.width(),
         image.height(),
-        catalog.engines().describe(),
+        loader.engines().describe(),
         args.runs
     );
     let mut rows = Vec::new();
@@ -88,11 +87,13 @@ pub fn run(args: Args) -> Result<()> {
             })
         })?,
     ));
+    let every_frame = LiveSettings { detect_interval: Duration::ZERO, blend: Blend::FULL, selector: SelectorMode::One };
+    let mut live = LivePipeline::new(p, every_frame);
     rows.push((
         "whole frame".to_string(),
         median_ms(args.runs, || {
             scratch.copy_from_slice(&image);
-            timed(|| p.process(&mut scratch).map(drop).map_err(Into::into))
+            timed(|| live.process(&mut scratch, Instant::now()).map(drop).map_err(Into::into))
         })?,
     ));
     for (label, [med, min, max]) in &rows {

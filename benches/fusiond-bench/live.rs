@@ -4,13 +4,14 @@
 //! around it, JPEG, publishing through a real broker); part two runs the
 //! real daemon on an emulated 30 fps YUYV camera and reads its stats.
 
-use super::{load_image, ModelArgs};
-use crate::capture::{CaptureError, Frame, FrameSource};
-use crate::daemon::{self, encode_jpeg, Signals};
-use crate::face::{FusionPipeline, PipelineSettings, Selector};
-use crate::mqtt::{Broker, Link, LinkSettings, Outbox, Topics};
-use crate::vision::{rgb_to_yuyv, yuyv_to_rgb, Resizer, RgbImage};
 use anyhow::{anyhow, Context, Result};
+use fusiond::capture::{CaptureError, Frame, FrameSource};
+use fusiond::cli::{load_image, swapper, EngineArgs, ModelArgs, DEFAULT_MODEL_DIR};
+use fusiond::daemon::{self, encode_jpeg, Signals};
+use fusiond::face::{Blend, FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode};
+use fusiond::infer::EngineKind;
+use fusiond::mqtt::{Broker, Link, LinkSettings, Outbox, Topics};
+use fusiond::vision::{rgb_to_yuyv, yuyv_to_rgb, Resizer, RgbImage};
 use rumqttc::{Client, Event, MqttOptions, Packet, QoS};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -134,16 +135,20 @@ fn p95(v: &mut [f64]) -> f64 {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let catalog = args.models.catalog()?;
-    let mut pipeline = FusionPipeline::new(
-        args.models.detector(&catalog)?,
-        args.models.recognizer(&catalog)?,
-        super::swapper(&catalog, Some(&args.swapper))?,
-        PipelineSettings { blend: 1.0, selector: Selector::Many },
+    let loader = args.models.loader()?;
+    let fusion = FusionPipeline::new(
+        args.models.detector(&loader)?,
+        args.models.recognizer(&loader)?,
+        swapper(&loader, Some(&args.swapper))?,
+        PipelineSettings::default(),
     );
+    // Part one is still frames: the detector runs on every one.
+    let every_frame =
+        LiveSettings { detect_interval: Duration::ZERO, blend: Blend::FULL, selector: SelectorMode::Many };
+    let mut pipeline = LivePipeline::new(fusion, every_frame);
     let source = load_image(&args.source)?;
     pipeline.set_source(&source, "--source")?;
-    let source_embedding = pipeline.source().cloned().context("source set")?;
+    let source_embedding = pipeline.fusion().source().cloned().context("source set")?;
     let two = fit(&load_image(&args.two)?);
     let one = fit(&load_image(&args.one)?);
     let zero = RgbImage::from_fn(W, H, |x, y| image::Rgb([(x / 3) as u8, (y / 2) as u8, 128]));
@@ -170,9 +175,9 @@ pub fn run(args: Args) -> Result<()> {
 
     println!(
         "fusiond bench-live: {W}x{H}, detector {}, swapper {}, backend {}; {} runs per row, median ms",
-        pipeline.detector.entry().name,
+        pipeline.fusion().detector.entry().name,
         args.swapper,
-        catalog.engines().describe(),
+        loader.engines().describe(),
         args.runs
     );
     println!("part 1: one frame through every stage (detection on every frame; embedded broker on loopback)");
@@ -196,7 +201,7 @@ pub fn run(args: Args) -> Result<()> {
                 let t0 = Instant::now();
                 yuyv_to_rgb(&yuyv, &mut rgb)?;
                 let t1 = Instant::now();
-                let report = pipeline.process(&mut rgb)?;
+                let report = pipeline.process(&mut rgb, Instant::now())?;
                 let t2 = Instant::now();
                 let jpeg = encode_jpeg(&rgb, 80).map_err(|e| anyhow!(e))?;
                 let t3 = Instant::now();
@@ -242,13 +247,14 @@ pub fn run(args: Args) -> Result<()> {
     println!("  pixelwork = letterbox, pack, decode, NMS, align, paste-back (pipeline time outside the engine)");
     println!("  non-infer = yuyv + pixelwork + jpeg + publish");
     if let Some(path) = &args.json {
-        let doc = serde_json::json!({"engine": catalog.engines().describe(), "rows": json_rows});
+        let doc = serde_json::json!({"engine": loader.engines().describe(), "rows": json_rows});
         std::fs::write(path, doc.to_string()).with_context(|| format!("cannot write {}", path.display()))?;
     }
     link.shutdown(Duration::from_secs(2));
 
     if args.seconds > 0 {
-        let names = [pipeline.detector.entry().name.clone(), pipeline.recognizer.entry().name.clone()];
+        let names =
+            [pipeline.fusion().detector.entry().name.clone(), pipeline.fusion().recognizer.entry().name.clone()];
         drop(pipeline);
         live(&args, &scenes, port, &names)?;
     }
@@ -257,9 +263,9 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// The `[inference]` section that puts the daemon on the engine of `--engine`.
-fn inference_toml(e: &super::EngineArgs) -> String {
+fn inference_toml(e: &EngineArgs) -> String {
     let c = e.inference();
-    let engine = if c.engine == crate::config::EngineKind::Ort { "ort" } else { "tract" };
+    let engine = if c.engine == EngineKind::Ort { "ort" } else { "tract" };
     format!(
         "[inference]\nengine = \"{engine}\"\ntract_threads = {}\n[inference.ort]\nlibrary = {:?}\nthreads = {}\n",
         c.tract_threads,
@@ -283,7 +289,7 @@ fn live(args: &Args, scenes: &[(&str, &RgbImage); 3], port: u16, names: &[String
     let models_dirs = if dirs.is_empty() {
         std::env::var("FUSIOND_MODELS")
             .map(|e| std::env::split_paths(&e).map(|d| format!("{:?}", d.display().to_string())).collect::<Vec<_>>())
-            .unwrap_or_else(|_| vec![format!("{:?}", super::DEFAULT_MODEL_DIR)])
+            .unwrap_or_else(|_| vec![format!("{:?}", DEFAULT_MODEL_DIR)])
     } else {
         dirs
     };
@@ -292,13 +298,16 @@ fn live(args: &Args, scenes: &[(&str, &RgbImage); 3], port: u16, names: &[String
         let yuyv = Arc::new(rgb_to_yuyv(scene));
         for swap in [false, true] {
             let config = dir.join("fusiond.toml");
-            let source = if swap { format!("{:?}", args.source.display().to_string()) } else { "\"\"".into() };
+            let source = match swap {
+                true => format!("source = {:?}\n", args.source.display().to_string()),
+                false => String::new(),
+            };
             std::fs::write(
                 &config,
                 format!(
                     "[models]\ndirs = [{}]\nramdisk = {:?}\n[[tier]]\nname = \"fast\"\nmodels = [{:?}, {:?}, {:?}]\n\
                      [mqtt]\nhost = \"127.0.0.1\"\nport = {port}\ndevice_id = \"live\"\nprefix = \"bench\"\n\
-                     [pipeline]\nsource = {source}\nstate_dir = {:?}\nselector = \"many\"\nmax_source_bytes = 67108864\n\
+                     [pipeline]\n{source}state_dir = {:?}\nselector = \"many\"\nmax_source_bytes = 67108864\n\
                      [output]\nstats_interval_s = {}\n{}",
                     models_dirs.join(", "),
                     dir.join("ramdisk").display().to_string(),

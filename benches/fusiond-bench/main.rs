@@ -1,0 +1,47 @@
+//! fusiond's benchmarks, a binary of their own over the library (run with
+//! `cargo bench --bench fusiond-bench -- <command> ...`, which builds the
+//! edge profile): per-stage latency on a photo, the end-to-end cost of a
+//! live frame, and per-model latency, load time and memory side by side.
+//! They print figures; nothing here asserts a speed.
+
+mod live;
+mod models;
+mod stages;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(name = "fusiond-bench", about = "fusiond's benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Per-stage latency (median of N runs) on a real photo.
+    Stages(stages::Args),
+    /// End-to-end cost of a 640x480 frame (0/1/2 faces, detect-only and swap): per stage, then live.
+    Live(live::Args),
+    /// Per-model latency, load time and memory: tract vs ONNX Runtime, FP32 vs INT8, 1 vs 2 threads.
+    Models(models::Args),
+}
+
+fn main() -> ExitCode {
+    // `cargo bench` appends `--bench` to a harness-less bench's arguments.
+    let args = std::env::args().filter(|a| a != "--bench");
+    let cli = Cli::parse_from(args);
+    let result = match cli.command {
+        Command::Stages(a) => stages::run(a),
+        Command::Live(a) => live::run(a),
+        Command::Models(a) => models::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

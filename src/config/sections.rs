@@ -1,0 +1,297 @@
+//! The sections of the config file as they are written, each with its
+//! defaults and the checks that need nothing outside the section. `Option`
+//! means the key may be left out, and leaving it out means something (the
+//! doc line says what).
+
+use crate::face::{Blend, SelectorMode};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+fn bad(message: impl Into<String>) -> Result<(), String> {
+    Err(message.into())
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelsConfig {
+    /// Persistent model directories, searched in order.
+    pub dirs: Vec<PathBuf>,
+    /// tmpfs mount point that models are staged into and loaded from.
+    pub ramdisk: PathBuf,
+    /// Size limit of the tmpfs when `fusiond stage` mounts it.
+    pub ramdisk_size_mib: u64,
+    /// Tier the daemon starts in.
+    pub start_tier: String,
+    /// Load the next tier in the background once the start tier is ready.
+    pub preload_next: bool,
+    /// Loaded-model cache bounds.
+    pub cache_max_models: usize,
+    pub cache_max_mib: u64,
+    /// Hash staged files again when loading them (staging already did).
+    pub verify_on_load: bool,
+}
+
+impl Default for ModelsConfig {
+    fn default() -> Self {
+        ModelsConfig {
+            dirs: vec![PathBuf::from("/var/lib/fusiond/models")],
+            ramdisk: PathBuf::from("/run/fusiond/models"),
+            ramdisk_size_mib: 1024,
+            start_tier: "fast".into(),
+            preload_next: false,
+            cache_max_models: 8,
+            cache_max_mib: 2048,
+            verify_on_load: false,
+        }
+    }
+}
+
+impl ModelsConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.dirs.is_empty() {
+            return bad("models.dirs is empty; name the persistent model directory");
+        }
+        if self.ramdisk_size_mib == 0 || self.cache_max_models == 0 || self.cache_max_mib == 0 {
+            return bad("models.ramdisk_size_mib, cache_max_models and cache_max_mib must be > 0");
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierConfig {
+    pub name: String,
+    /// Model names from the manifests; one per role (detector, recogniser,
+    /// swapper, optional enhancer).
+    pub models: Vec<String>,
+}
+
+/// Which camera the daemon reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// The V4L2 device when it exists, else the sample frames.
+    Auto,
+    V4l2,
+    Sequence,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CameraConfig {
+    pub source: SourceKind,
+    /// V4L2 device node or a stable /dev/v4l/by-id/... link.
+    pub device: PathBuf,
+    /// Pixel formats in order of preference (FourCC: MJPG, YUYV, NV12).
+    pub formats: Vec<String>,
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    /// Sample frame folders for the sequence source; the first that exists
+    /// is used. Relative paths start at the working directory.
+    pub samples: Vec<PathBuf>,
+    /// Rate the sample frames are played at.
+    pub samples_fps: f32,
+    /// Reconnect backoff after the camera is lost: first and longest wait.
+    pub reconnect_min_ms: u64,
+    pub reconnect_max_ms: u64,
+    /// A camera that delivers no frame for this long is treated as lost.
+    pub stall_timeout_ms: u64,
+}
+
+impl Default for CameraConfig {
+    fn default() -> Self {
+        CameraConfig {
+            source: SourceKind::Auto,
+            device: PathBuf::from("/dev/video0"),
+            formats: vec!["MJPG".into(), "YUYV".into(), "NV12".into()],
+            width: 640,
+            height: 480,
+            fps: 30,
+            samples: vec![
+                PathBuf::from("/usr/share/fusiond/samples"),
+                PathBuf::from("../shared/camera/two_people_pan"),
+            ],
+            samples_fps: 15.0,
+            reconnect_min_ms: 250,
+            reconnect_max_ms: 5000,
+            stall_timeout_ms: 2000,
+        }
+    }
+}
+
+impl CameraConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(f) = self.formats.iter().find(|f| !matches!(f.as_str(), "MJPG" | "YUYV" | "NV12")) {
+            return bad(format!("camera.formats: `{f}` is not one of MJPG, YUYV, NV12"));
+        }
+        if self.formats.is_empty() || self.width == 0 || self.height == 0 || self.width % 2 != 0 || self.fps == 0 {
+            return bad("camera.formats must not be empty, width and height must be even and > 0, fps > 0");
+        }
+        if self.reconnect_min_ms == 0 || self.reconnect_max_ms < self.reconnect_min_ms || self.stall_timeout_ms == 0 {
+            return bad("camera: need 0 < reconnect_min_ms <= reconnect_max_ms and stall_timeout_ms > 0");
+        }
+        if !(self.samples_fps > 0.0 && self.samples_fps <= 240.0) {
+            return bad(format!("camera.samples_fps {} must be in (0, 240]", self.samples_fps));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MqttConfig {
+    /// Broker host; unset starts an embedded broker on 127.0.0.1:port.
+    pub host: Option<String>,
+    pub port: u16,
+    /// Topics hang under `<prefix>/<device_id>`.
+    pub prefix: String,
+    /// Unset means the hostname.
+    pub device_id: Option<String>,
+    /// Unset means `fusiond-<device_id>`.
+    pub client_id: Option<String>,
+    /// Unset sends no credentials.
+    pub username: Option<String>,
+    /// File holding the password. A bare file name is looked up in
+    /// $CREDENTIALS_DIRECTORY (systemd's LoadCredential=) first.
+    pub password_file: Option<String>,
+    pub tls: bool,
+    /// PEM CA bundle for TLS; unset uses the system's roots.
+    pub ca_file: Option<PathBuf>,
+    pub keep_alive_s: u64,
+    /// Longest wait between reconnect attempts (the backoff doubles up to it).
+    pub reconnect_max_s: u64,
+    /// Bound on queued outgoing messages; frames are dropped first.
+    pub queue_messages: usize,
+}
+
+impl Default for MqttConfig {
+    fn default() -> Self {
+        MqttConfig {
+            host: None,
+            port: 1883,
+            prefix: "fusiond".into(),
+            device_id: None,
+            client_id: None,
+            username: None,
+            password_file: None,
+            tls: false,
+            ca_file: None,
+            keep_alive_s: 15,
+            reconnect_max_s: 5,
+            queue_messages: 256,
+        }
+    }
+}
+
+impl MqttConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        let empty = [
+            ("host", self.host.as_deref()),
+            ("device_id", self.device_id.as_deref()),
+            ("client_id", self.client_id.as_deref()),
+            ("username", self.username.as_deref()),
+            ("password_file", self.password_file.as_deref()),
+            ("ca_file", self.ca_file.as_deref().and_then(|p| p.to_str())),
+        ];
+        if let Some((key, _)) = empty.iter().find(|(_, v)| v.is_some_and(str::is_empty)) {
+            return bad(format!("mqtt.{key} is empty; leave the key out for its default"));
+        }
+        crate::mqtt::Topics::new(&self.prefix, self.device_id.as_deref().unwrap_or("x")).map_err(|e| e.to_string())?;
+        if self.keep_alive_s < 5 || self.reconnect_max_s == 0 || self.queue_messages < 16 {
+            return bad("mqtt: need keep_alive_s >= 5, reconnect_max_s > 0 and queue_messages >= 16");
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineConfig {
+    /// Run the detector at most this often; faces are tracked in between.
+    pub detect_interval_ms: u64,
+    /// Swap strength at start, 0..=100.
+    pub blend: Blend,
+    pub selector: SelectorMode,
+    /// Source identity at start: an image path or a face bank name; unset
+    /// means none (frames are analysed, not swapped, until one is set).
+    pub source: Option<String>,
+    /// Where the face bank (face_bank.safetensors) is kept.
+    pub state_dir: PathBuf,
+    /// Source embeddings cached by image hash.
+    pub source_cache: usize,
+    /// Largest source image accepted over MQTT, in bytes and in pixels.
+    pub max_source_bytes: usize,
+    pub max_source_pixels: u64,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            detect_interval_ms: 80,
+            blend: Blend::FULL,
+            selector: SelectorMode::One,
+            source: None,
+            state_dir: PathBuf::from("/var/lib/fusiond/state"),
+            source_cache: 16,
+            max_source_bytes: 8 * 1024 * 1024,
+            max_source_pixels: 24_000_000,
+        }
+    }
+}
+
+impl PipelineConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.source.as_deref() == Some("") {
+            return bad("pipeline.source is empty; leave the key out to start without a source");
+        }
+        if self.source_cache == 0 || self.max_source_bytes == 0 || self.max_source_pixels == 0 {
+            return bad("pipeline: source_cache, max_source_bytes and max_source_pixels must be > 0");
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    /// Publish fused frames on `<base>/frame`.
+    pub frames: bool,
+    /// Frames per second on `<base>/frame` at start (0 is off).
+    pub frame_rate: f32,
+    /// Highest `frame_rate` a command may set.
+    pub max_frame_rate: f32,
+    /// JPEG quality 1..=100 of frames and snapshots.
+    pub jpeg_quality: u8,
+    /// Seconds between messages on `<base>/stats`.
+    pub stats_interval_s: u64,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig { frames: true, frame_rate: 5.0, max_frame_rate: 30.0, jpeg_quality: 80, stats_interval_s: 10 }
+    }
+}
+
+impl OutputConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=100).contains(&self.jpeg_quality) || self.stats_interval_s == 0 {
+            return bad("output: jpeg_quality must be in 1..=100 and stats_interval_s > 0");
+        }
+        let rate_ok = self.max_frame_rate > 0.0 && self.max_frame_rate <= 120.0;
+        if !(rate_ok && (0.0..=self.max_frame_rate).contains(&self.frame_rate)) {
+            return bad("output: need 0 < max_frame_rate <= 120 and 0 <= frame_rate <= max_frame_rate");
+        }
+        Ok(())
+    }
+}
+
+/// Switches for tests; never set on a production box.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DebugConfig {
+    /// Accept the `stall` command, which hangs the processing loop so the
+    /// systemd watchdog fires.
+    pub stall_command: bool,
+}

@@ -1,0 +1,260 @@
+//! The control owner loop: it owns the models, the face bank and the
+//! [`Control`] state machine. Commands come in from MQTT, effects go out as
+//! retained states, events and posts to the worker's mailbox; stats go out
+//! on a timer. Nothing here waits on the worker or on the broker.
+
+use super::bank::FaceBank;
+use super::counters::Counters;
+use super::mailbox::Mailbox;
+use super::settings::{limits, restart_needed};
+use super::stages::Identifier;
+use super::worker::WorkerConfig;
+use super::Signals;
+use crate::config::Config;
+use crate::control::{Control, Effect};
+use crate::face::{largest_identity, Embedding};
+use crate::infer::Engines;
+use crate::mqtt::{CommandError, Event, Message, Outbox, SourceCommand, SourceState, Topics};
+use crate::store::cache::Cache;
+use crate::store::{Store, TierModels};
+use bytes::Bytes;
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A command from MQTT: the feature of `<base>/<feature>/set` and the payload.
+pub struct Incoming(pub String, pub Bytes);
+
+pub struct ControlLoop<'a> {
+    pub config_path: PathBuf,
+    pub config: Config,
+    pub topics: Topics,
+    pub outbox: Arc<Outbox>,
+    pub control: Control,
+    pub store: Arc<Store>,
+    pub models: TierModels,
+    pub identifier: Identifier,
+    pub bank: Option<FaceBank>,
+    pub sources: Cache<Embedding>,
+    pub mailbox: Arc<Mailbox>,
+    pub counters: Counters,
+    pub stats_interval: Duration,
+    pub signals: &'a Signals<'a>,
+    /// The active source's label, for the source state.
+    pub active_source: Option<String>,
+    /// Models whose failed execution providers were already reported.
+    pub reported_providers: HashSet<String>,
+}
+
+impl ControlLoop<'_> {
+    pub fn event(&self, e: Event) {
+        self.outbox.push(e.message(&self.topics));
+    }
+
+    /// Every execution provider that the config asked for and that could
+    /// not be used, once per loaded model: loud in the log and on `events`,
+    /// because a silent fall back to the CPU is the failure users miss.
+    pub fn report_providers(&mut self) {
+        let mut events = Vec::new();
+        for m in self.models.all() {
+            let placement = m.model.placement();
+            if placement.failed.is_empty() || !self.reported_providers.insert(m.entry.name.clone()) {
+                continue;
+            }
+            for f in placement.failed {
+                log::error!(
+                    "model `{}`: execution provider {} failed: {}; running on {:?} instead",
+                    m.entry.name,
+                    f.provider,
+                    f.error,
+                    placement.providers
+                );
+                let running_on = placement.providers.clone();
+                let (model, provider, error) = (m.entry.name.clone(), f.provider, f.error);
+                events.push(Event::ProviderFailed { model, provider, error, running_on });
+            }
+        }
+        events.into_iter().for_each(|e| self.event(e));
+    }
+
+    pub fn refuse(&self, command: &str, reason: String) {
+        let e = CommandError { command: command.into(), reason };
+        log::warn!("{e}");
+        self.outbox.push(e.message(&self.topics));
+    }
+
+    pub fn apply(&mut self, effects: Vec<Effect>) {
+        for effect in effects {
+            match effect {
+                Effect::State { feature, value } => {
+                    self.outbox.push(Message::retained(self.topics.state(feature), value));
+                }
+                Effect::Error(e) => self.refuse(&e.command, e.reason),
+                Effect::Reconfigure => self.mailbox.settings(self.control.settings()),
+                Effect::Snapshot => self.mailbox.snapshot(),
+                Effect::SetSource(src) => self.set_source(src),
+                Effect::SwitchTier(tier) => self.switch_tier(&tier, "quality"),
+                Effect::Reload => self.reload(),
+                Effect::Stall => self.mailbox.stall(),
+            }
+        }
+    }
+
+    /// The identity of a source command, whether it came from the cache, and
+    /// its label; a refusal names the reason.
+    fn identity(&mut self, src: SourceCommand) -> Result<(String, Embedding, bool), String> {
+        let unavailable = || "the face bank is unavailable; see the log".to_string();
+        let (name, bytes) = match src {
+            SourceCommand::Named(name) => {
+                let e = self.bank.as_ref().ok_or_else(unavailable)?.get(&name).map_err(|e| e.to_string())?;
+                return Ok((name, e, true));
+            }
+            SourceCommand::Image { name, bytes, .. } => (name, bytes),
+        };
+        let hash = crate::catalog::sha256_hex(&bytes);
+        let (embedding, cached) = match self.sources.get(&hash) {
+            Some(e) => ((*e).clone(), true),
+            None => {
+                let img = image::load_from_memory(&bytes).map_err(|e| format!("the image cannot be decoded: {e}"))?;
+                let id = &mut self.identifier;
+                let e = largest_identity(&mut id.detector, &mut id.recognizer, &img.to_rgb8(), "the source image")
+                    .map_err(|e| e.to_string())?;
+                self.sources.insert(&hash, Arc::new(e.clone()), 1);
+                (e, false)
+            }
+        };
+        if let Some(name) = &name {
+            self.bank.as_mut().ok_or_else(unavailable)?.insert(name, &embedding).map_err(|e| e.to_string())?;
+        }
+        Ok((name.unwrap_or_else(|| format!("image:{}", &hash[..12])), embedding, cached))
+    }
+
+    /// Computes (or recalls) the identity, posts it to the worker, and
+    /// updates the source state; a failure is refused and changes nothing.
+    pub fn set_source(&mut self, src: SourceCommand) {
+        let (label, embedding, cached) = match self.identity(src) {
+            Ok(found) => found,
+            Err(reason) => return self.refuse("source", reason),
+        };
+        self.mailbox.source(Some(embedding));
+        self.active_source = Some(label.clone());
+        let bank = self.bank.as_ref().map(|b| b.names()).unwrap_or_default();
+        let state = SourceState { active: self.active_source.as_deref(), bank }.to_json();
+        let effect = self.control.source_set(&state);
+        self.apply(vec![effect]);
+        self.event(Event::SourceSet { source: label, cached });
+    }
+
+    /// Loads tier `tier` (or the one below it that loads) and posts it to
+    /// the worker; the quality state names the tier that runs.
+    pub fn switch_tier(&mut self, tier: &str, command: &str) {
+        let before = self.models.tier.clone();
+        let (models, degraded) = match self.store.activate(tier) {
+            Ok(outcome) => outcome.into_parts(),
+            Err(reason) => {
+                self.refuse(command, format!("tier `{tier}` cannot load: {reason}"));
+                let effect = self.control.tier_in_use(&before);
+                return self.apply(vec![effect]);
+            }
+        };
+        match Identifier::new(&models) {
+            Ok(id) => self.identifier = id,
+            Err(e) => {
+                self.refuse(command, e.to_string());
+                let effect = self.control.tier_in_use(&before);
+                return self.apply(vec![effect]);
+            }
+        }
+        self.models = models.clone();
+        self.report_providers();
+        self.mailbox.models(models);
+        let running = self.models.tier.clone();
+        if let Some(reason) = degraded {
+            self.event(Event::Degraded { wanted: tier.into(), tier: running.clone(), reason });
+        }
+        self.event(Event::TierChanged { from: before, tier: running.clone() });
+        let effect = self.control.tier_in_use(&running);
+        self.apply(vec![effect]);
+    }
+
+    /// Rereads the config and reloads the models; a bad config is refused
+    /// and the daemon carries on with the old one. Keys only a restart
+    /// applies are named in the log and in the `reloaded` event.
+    pub fn reload(&mut self) {
+        let config = match Config::load(&self.config_path) {
+            Ok(c) => c,
+            Err(e) => return self.refuse("reload", format!("{e}; still running on the previous configuration")),
+        };
+        let store = match Engines::from_settings(&config.inference)
+            .map_err(|e| e.to_string())
+            .and_then(|engines| Store::open(&config, engines).map_err(|e| e.to_string()))
+        {
+            Ok(s) => Arc::new(s),
+            Err(e) => return self.refuse("reload", format!("{e}; still running on the previous models")),
+        };
+        let restart = restart_needed(&self.config, &config);
+        if !restart.is_empty() {
+            log::warn!("reload: these changes take effect at the next restart: {}", restart.join(", "));
+        }
+        self.control.set_limits(limits(&config));
+        self.mailbox.config(WorkerConfig::from_config(&config));
+        self.stats_interval = Duration::from_secs(config.output.stats_interval_s);
+        self.store = store;
+        self.config = config;
+        let tier = self.control.settings().quality.clone();
+        let tier = if self.config.tier_index(&tier).is_some() { tier } else { self.config.models.start_tier.clone() };
+        self.switch_tier(&tier, "reload");
+        self.store.preload_next(&self.models.tier);
+        self.event(Event::Reloaded { config: self.config_path.clone(), restart_needed: restart });
+    }
+
+    /// Sets `pipeline.source` (an image path or a face bank name).
+    pub fn initial_source(&mut self) {
+        let Some(initial) = self.config.pipeline.source.clone() else { return };
+        match std::fs::read(&initial) {
+            Ok(bytes) => match crate::mqtt::parse("source", &bytes, &limits(&self.config)) {
+                Ok(crate::mqtt::Command::Source(src)) => self.set_source(src),
+                Ok(_) => {}
+                Err(e) => self.refuse("source", format!("pipeline.source {initial}: {}", e.reason)),
+            },
+            Err(_) => self.set_source(SourceCommand::Named(initial)),
+        }
+    }
+
+    fn publish_stats(&mut self) {
+        let stats = self.counters.stats(&self.outbox, &self.models, self.store.cached());
+        self.outbox.push(stats.message(&self.topics));
+    }
+
+    /// Commands, signals and stats until `signals.stop`, the command
+    /// channel closing, or the worker ending; says whether the worker ended.
+    pub fn serve(&mut self, commands: &Receiver<Incoming>, worker: &JoinHandle<Result<(), String>>) -> bool {
+        let mut next_stats = Instant::now() + self.stats_interval.min(Duration::from_secs(2));
+        while !self.signals.stop.load(Ordering::Relaxed) {
+            match commands.recv_timeout(Duration::from_millis(100)) {
+                Ok(Incoming(feature, payload)) => {
+                    let effects = self.control.handle(&feature, &payload);
+                    self.apply(effects);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if self.signals.reload.swap(false, Ordering::Relaxed) {
+                log::info!("SIGHUP: rereading {}", self.config_path.display());
+                self.reload();
+            }
+            if Instant::now() >= next_stats {
+                next_stats = Instant::now() + self.stats_interval;
+                self.publish_stats();
+            }
+            if worker.is_finished() {
+                return true;
+            }
+        }
+        false
+    }
+}

@@ -1,0 +1,194 @@
+//! The config turned, once, into what the daemon's threads need: the MQTT
+//! session, the camera, the command limits, the worker's and the control
+//! state machine's settings, and the stats timer. A reload builds them
+//! again and says which changed keys only a restart applies.
+
+use super::camera::{Health, SourceFactory};
+use super::worker::WorkerConfig;
+use crate::capture::{FrameSource, SequenceSource, V4l2Source};
+use crate::config::{CameraConfig, Config, SourceKind};
+use crate::control;
+use crate::mqtt::{CommandLimits, LinkSettings, Topics};
+use anyhow::{anyhow, Context, Result};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Keys (and sections) a reload puts in force; a change to any other key
+/// is reported as needing a restart. `pipeline.blend`, `selector`, `source`
+/// and `output.frame_rate` are start values: after start, commands own them.
+const RELOADABLE: &[&str] = &[
+    "models",
+    "tier",
+    "inference",
+    "pipeline.detect_interval_ms",
+    "pipeline.max_source_bytes",
+    "pipeline.max_source_pixels",
+    "output.frames",
+    "output.jpeg_quality",
+    "output.max_frame_rate",
+    "output.stats_interval_s",
+    "debug",
+];
+
+/// The changed keys between `old` and `new` that a reload cannot apply.
+pub fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
+    let applies = |key: &str| RELOADABLE.iter().any(|r| key == *r || key.starts_with(&format!("{r}.")));
+    old.changed_keys(new).into_iter().filter(|k| !applies(k)).collect()
+}
+
+pub struct DaemonSettings {
+    pub topics: Topics,
+    pub link: LinkSettings,
+    /// No `mqtt.host`: the embedded broker listens on 127.0.0.1:`link.port`.
+    pub embedded_broker: bool,
+    pub queue_messages: usize,
+    pub limits: CommandLimits,
+    pub worker: WorkerConfig,
+    /// What commands can change, at their start values.
+    pub control: control::Settings,
+    pub stats_interval: Duration,
+    pub camera: CameraConfig,
+}
+
+impl DaemonSettings {
+    pub fn from_config(config: &Config) -> Result<DaemonSettings> {
+        let device_id = config.mqtt.device_id.clone().unwrap_or_else(hostname);
+        let topics = Topics::new(&config.mqtt.prefix, &device_id)?;
+        let o = &config.output;
+        Ok(DaemonSettings {
+            link: link_settings(config, &device_id)?,
+            embedded_broker: config.mqtt.host.is_none(),
+            queue_messages: config.mqtt.queue_messages,
+            limits: limits(config),
+            worker: WorkerConfig::from_config(config),
+            control: control::Settings {
+                enabled: true,
+                quality: config.models.start_tier.clone(),
+                blend: config.pipeline.blend,
+                selector: config.pipeline.selector,
+                frame_rate: if o.frames { o.frame_rate } else { 0.0 },
+                source: None,
+            },
+            stats_interval: Duration::from_secs(o.stats_interval_s),
+            camera: config.camera.clone(),
+            topics,
+        })
+    }
+
+    pub fn health(&self) -> Health {
+        Health::new(
+            Duration::from_millis(self.camera.reconnect_min_ms),
+            Duration::from_millis(self.camera.reconnect_max_ms),
+        )
+    }
+
+    /// The camera the config asks for: the V4L2 device, or the sample
+    /// frames when `auto` finds no device.
+    pub fn camera_factory(&self) -> Result<SourceFactory> {
+        let cam = &self.camera;
+        let use_v4l2 = match cam.source {
+            SourceKind::V4l2 => true,
+            SourceKind::Sequence => false,
+            SourceKind::Auto => cam.device.exists(),
+        };
+        if use_v4l2 {
+            let cam = cam.clone();
+            return Ok(Box::new(move || V4l2Source::open(&cam).map(|s| Box::new(s) as Box<dyn FrameSource>)));
+        }
+        let dir = cam.samples.iter().find(|d| d.is_dir()).cloned().ok_or_else(|| {
+            anyhow!(
+                "no camera at {} and none of camera.samples exists ({}); attach a camera or name a folder of JPEG frames",
+                cam.device.display(),
+                cam.samples.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        if cam.source == SourceKind::Auto {
+            log::info!("no camera at {}: playing the sample frames in {}", cam.device.display(), dir.display());
+        }
+        let fps = cam.samples_fps;
+        Ok(Box::new(move || SequenceSource::open(&dir, fps).map(|s| Box::new(s) as Box<dyn FrameSource>)))
+    }
+}
+
+pub fn limits(config: &Config) -> CommandLimits {
+    CommandLimits {
+        max_image_bytes: config.pipeline.max_source_bytes,
+        max_image_pixels: config.pipeline.max_source_pixels,
+        tiers: config.tier.iter().map(|t| t.name.clone()).collect(),
+        max_frame_rate: config.output.max_frame_rate,
+        allow_stall: config.debug.stall_command,
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().replace(['/', '+', '#'], "_"))
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "fusiond".into())
+}
+
+fn read_password(file: &str) -> Result<String> {
+    let bare = !file.contains('/');
+    let path = match std::env::var_os("CREDENTIALS_DIRECTORY") {
+        Some(dir) if bare && Path::new(&dir).join(file).is_file() => Path::new(&dir).join(file),
+        _ => PathBuf::from(file),
+    };
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!("mqtt.password_file {}: cannot read it; check the path or LoadCredential=", path.display())
+    })?;
+    Ok(text.trim_end_matches(['\n', '\r']).to_string())
+}
+
+/// The session the config asks for; without `mqtt.host` it points at the
+/// embedded broker on 127.0.0.1.
+fn link_settings(config: &Config, device_id: &str) -> Result<LinkSettings> {
+    let m = &config.mqtt;
+    let credentials = match (&m.username, &m.password_file) {
+        (None, None) => None,
+        (user, None) => Some((user.clone().unwrap_or_default(), String::new())),
+        (user, Some(file)) => Some((user.clone().unwrap_or_default(), read_password(file)?)),
+    };
+    let tls_ca = match (m.tls, &m.ca_file) {
+        (false, _) => None,
+        (true, None) => Some(Vec::new()),
+        (true, Some(ca)) => Some(std::fs::read(ca).with_context(|| format!("mqtt.ca_file {}", ca.display()))?),
+    };
+    Ok(LinkSettings {
+        host: m.host.clone().unwrap_or_else(|| "127.0.0.1".into()),
+        port: m.port,
+        client_id: m.client_id.clone().unwrap_or_else(|| format!("fusiond-{device_id}")),
+        keep_alive: Duration::from_secs(m.keep_alive_s),
+        credentials,
+        tls_ca,
+        // Twice the image limit: an oversized source image still arrives and
+        // is refused with a reason, instead of cutting the connection.
+        max_incoming: config.pipeline.max_source_bytes.saturating_mul(2).saturating_add(64 * 1024),
+        reconnect_max: Duration::from_secs(m.reconnect_max_s),
+        client_queue: 64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reload_names_the_keys_only_a_restart_applies() {
+        let old = Config::default();
+        let text = "[mqtt]\nport = 1884\n[camera]\nfps = 15\n[output]\njpeg_quality = 50\n\
+                    [pipeline]\ndetect_interval_ms = 0\nblend = 40.0\n";
+        let new = Config::parse(text, Path::new("c.toml")).unwrap();
+        assert_eq!(restart_needed(&old, &new), ["camera.fps", "mqtt.port", "pipeline.blend"]);
+    }
+
+    #[test]
+    fn settings_follow_the_config() {
+        let text = "[mqtt]\nhost = \"broker\"\ndevice_id = \"box1\"\n[output]\nframes = false\n";
+        let s = DaemonSettings::from_config(&Config::parse(text, Path::new("c.toml")).unwrap()).unwrap();
+        assert_eq!((s.link.host.as_str(), s.link.client_id.as_str()), ("broker", "fusiond-box1"));
+        assert!(!s.embedded_broker && s.link.credentials.is_none());
+        assert_eq!(s.control.frame_rate, 0.0);
+        assert_eq!(s.topics.base(), "fusiond/box1");
+    }
+}

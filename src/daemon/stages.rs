@@ -1,0 +1,44 @@
+//! Face stages over a tier's loaded models: the swap pipeline the worker
+//! runs, and the detector and recogniser the control loop computes source
+//! identities with. Each gets sessions of its own over the shared models.
+
+use crate::face::{Detector, Enhancer, FaceError, FusionPipeline, MaskSettings, PipelineSettings, Recognizer, Swapper};
+use crate::store::{LoadedModel, TierModels};
+
+fn detector(m: &LoadedModel) -> Result<Detector, FaceError> {
+    Detector::new(m.entry.clone(), &*m.model)
+}
+
+fn recognizer(m: &LoadedModel) -> Result<Recognizer, FaceError> {
+    Recognizer::new(m.entry.clone(), &*m.model)
+}
+
+/// Detector, recogniser, swapper and the tier's enhancer, with fresh
+/// sessions over `models`.
+pub fn fusion_pipeline(models: &TierModels) -> Result<FusionPipeline, FaceError> {
+    let mask = MaskSettings::default();
+    let s = &models.swapper;
+    let mut p = FusionPipeline::new(
+        detector(&models.detector)?,
+        recognizer(&models.recognizer)?,
+        Swapper::new(s.entry.clone(), &*s.model, s.emap.clone(), mask)?,
+        PipelineSettings::default(),
+    );
+    if let Some(e) = &models.enhancer {
+        p.enhancer = Some(Enhancer::new(e.entry.clone(), &*e.model, mask)?);
+    }
+    Ok(p)
+}
+
+/// Detector and recogniser sessions for source identities, off the
+/// worker's thread.
+pub struct Identifier {
+    pub detector: Detector,
+    pub recognizer: Recognizer,
+}
+
+impl Identifier {
+    pub fn new(models: &TierModels) -> Result<Identifier, FaceError> {
+        Ok(Identifier { detector: detector(&models.detector)?, recognizer: recognizer(&models.recognizer)? })
+    }
+}

@@ -1,0 +1,152 @@
+//! The per-frame path of a live stream, the one the daemon, the benchmarks
+//! and the command line all run: detection at most every
+//! `detect_interval` (faces are tracked by IoU in between), selection with
+//! the reference lock, then the swap stages of [`FusionPipeline`].
+//!
+//! Time comes in as an argument, so the cadence is testable without sleeps.
+
+use super::{
+    largest, Blend, Embedding, Face, FusionPipeline, Result, Selector, SelectorMode, StageTimings, Tracked, Tracker,
+    REFERENCE_DISTANCE,
+};
+use crate::vision::RgbImage;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// What happened to one frame.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FrameReport {
+    /// Whether the detector ran on this frame (else the faces are tracked).
+    pub detected: bool,
+    /// The live tracks, in the order of the detection that last saw them.
+    pub faces: Vec<Face>,
+    /// Track id of each face.
+    pub ids: Vec<u64>,
+    /// Indices into `faces` that were swapped.
+    pub swapped: Vec<usize>,
+    pub timings: StageTimings,
+}
+
+/// The live settings, as commands change them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LiveSettings {
+    /// Run the detector at most this often; zero detects on every frame.
+    pub detect_interval: Duration,
+    pub blend: Blend,
+    pub selector: SelectorMode,
+}
+
+/// Cadence, tracking and selection over the swap stages.
+pub struct LivePipeline {
+    fusion: FusionPipeline,
+    settings: LiveSettings,
+    tracker: Tracker,
+    tracks: Vec<Tracked>,
+    last_detect: Option<Instant>,
+    /// Lock onto the largest face on the next frame (mode `reference`).
+    want_reference: bool,
+}
+
+impl LivePipeline {
+    pub fn new(mut fusion: FusionPipeline, settings: LiveSettings) -> LivePipeline {
+        fusion.settings.blend = settings.blend;
+        fusion.settings.selector = Selector::One;
+        let mut live = LivePipeline {
+            fusion,
+            settings: LiveSettings { selector: SelectorMode::One, ..settings },
+            tracker: Tracker::default(),
+            tracks: Vec::new(),
+            last_detect: None,
+            want_reference: false,
+        };
+        live.set_selector(settings.selector);
+        live
+    }
+
+    pub fn settings(&self) -> LiveSettings {
+        self.settings
+    }
+
+    pub fn fusion(&self) -> &FusionPipeline {
+        &self.fusion
+    }
+
+    /// Swaps in stages over other models (a tier switch), keeping the
+    /// source identity, the tracks and the settings. A source the new
+    /// swapper cannot use is an error and leaves the old stages running.
+    pub fn replace_stages(&mut self, mut fusion: FusionPipeline) -> Result<()> {
+        if let Some(source) = self.fusion.source().cloned() {
+            fusion.set_source_embedding(source)?;
+        }
+        fusion.settings = self.fusion.settings.clone();
+        self.fusion = fusion;
+        Ok(())
+    }
+
+    pub fn set_blend(&mut self, blend: Blend) {
+        self.settings.blend = blend;
+        self.fusion.settings.blend = blend;
+    }
+
+    pub fn set_detect_interval(&mut self, every: Duration) {
+        self.settings.detect_interval = every;
+    }
+
+    /// `reference` locks onto the person who is the largest face on the
+    /// next frame; choosing it again while locked keeps the lock.
+    pub fn set_selector(&mut self, mode: SelectorMode) {
+        self.want_reference = mode == SelectorMode::Reference && self.settings.selector != SelectorMode::Reference;
+        match mode {
+            SelectorMode::One => self.fusion.settings.selector = Selector::One,
+            SelectorMode::Many => self.fusion.settings.selector = Selector::Many,
+            SelectorMode::Reference => {}
+        }
+        self.settings.selector = mode;
+    }
+
+    /// Follows `reference` (an identity computed elsewhere) from now on.
+    pub fn lock_reference(&mut self, reference: Embedding, max_distance: f32) {
+        self.settings.selector = SelectorMode::Reference;
+        self.fusion.settings.selector = Selector::Reference { reference, max_distance };
+        self.want_reference = false;
+    }
+
+    /// Sets the identity to swap in: the largest face of `img`.
+    pub fn set_source(&mut self, img: &RgbImage, label: &str) -> Result<&Embedding> {
+        self.fusion.set_source(img, label)
+    }
+
+    pub fn set_source_embedding(&mut self, embedding: Embedding) -> Result<()> {
+        self.fusion.set_source_embedding(embedding)
+    }
+
+    pub fn clear_source(&mut self) {
+        self.fusion.clear_source();
+    }
+
+    /// Detects when due, tracks, selects and swaps `frame` in place.
+    pub fn process(&mut self, frame: &mut RgbImage, now: Instant) -> Result<FrameReport> {
+        let mut detect = Duration::ZERO;
+        let due = self.last_detect.is_none_or(|t| now.saturating_duration_since(t) >= self.settings.detect_interval);
+        if due {
+            let t = Instant::now();
+            let faces = self.fusion.detector.detect(frame)?;
+            detect = t.elapsed();
+            self.tracks = self.tracker.update(&faces);
+            self.last_detect = Some(now);
+        }
+        let faces: Vec<Face> = self.tracks.iter().map(|t| t.face.clone()).collect();
+        if self.want_reference {
+            if let Some(i) = largest(&faces) {
+                let reference = self.fusion.recognizer.embed(frame, &faces[i].landmarks)?;
+                self.lock_reference(reference, REFERENCE_DISTANCE);
+            }
+        }
+        let (swapped, t) = self.fusion.fuse(frame, &faces)?;
+        let detector_inference = if due { self.fusion.detector.last_inference } else { Duration::ZERO };
+        let timings =
+            StageTimings { detect, inference: t.inference + detector_inference, total: t.total + detect, ..t };
+        let ids = self.tracks.iter().map(|t| t.id).collect();
+        Ok(FrameReport { detected: due, faces, ids, swapped, timings })
+    }
+}

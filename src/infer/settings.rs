@@ -1,0 +1,153 @@
+//! What the engines are told: which engine runs which model, and the ONNX
+//! Runtime options (providers, CUDA, TensorRT). These are the `[inference]`
+//! section of the daemon's config as it is written; the config embeds them.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// An inference engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// tract: pure Rust, in every build.
+    Tract,
+    /// ONNX Runtime, loaded at run time; needs a build with the `ort` feature.
+    Ort,
+}
+
+/// An ONNX Runtime execution provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    Tensorrt,
+    Cuda,
+    Cpu,
+}
+
+impl ProviderKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProviderKind::Tensorrt => "tensorrt",
+            ProviderKind::Cuda => "cuda",
+            ProviderKind::Cpu => "cpu",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InferenceSettings {
+    /// Engine of every model that `engines` does not name.
+    pub engine: EngineKind,
+    /// Engine per model name, overriding `engine`.
+    pub engines: BTreeMap<String, EngineKind>,
+    /// tract: threads per matrix product (1 runs on the calling thread).
+    pub tract_threads: usize,
+    pub ort: OrtSettings,
+}
+
+impl Default for InferenceSettings {
+    fn default() -> Self {
+        InferenceSettings {
+            engine: EngineKind::Tract,
+            engines: Default::default(),
+            tract_threads: 1,
+            ort: Default::default(),
+        }
+    }
+}
+
+impl InferenceSettings {
+    /// Whether any model runs on ONNX Runtime.
+    pub fn uses_ort(&self) -> bool {
+        self.engine == EngineKind::Ort || self.engines.values().any(|e| *e == EngineKind::Ort)
+    }
+
+    /// Whether loading runs TensorRT's engine builder (minutes on a Jetson).
+    pub fn builds_engines(&self) -> bool {
+        self.uses_ort() && self.ort.providers.contains(&ProviderKind::Tensorrt)
+    }
+
+    /// The checks that need nothing outside this section.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.tract_threads == 0 || self.ort.threads == 0 {
+            return Err("inference: tract_threads and ort.threads must be > 0".into());
+        }
+        if self.ort.providers.is_empty() {
+            return Err("inference.ort.providers is empty; list at least \"cpu\"".into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OrtSettings {
+    /// The ONNX Runtime shared library (1.17 or newer), loaded at start.
+    pub library: PathBuf,
+    /// Execution providers in order of preference; the CPU provider always
+    /// runs what the others do not take.
+    pub providers: Vec<ProviderKind>,
+    /// A provider that fails to register fails the model load, instead of
+    /// falling back to the next provider (always logged and reported).
+    pub error_on_failure: bool,
+    /// CPU provider: threads per model run.
+    pub threads: usize,
+    /// CPU provider: the arena allocator (faster, keeps peak memory).
+    pub arena: bool,
+    pub cuda: CudaSettings,
+    pub tensorrt: TensorrtSettings,
+}
+
+impl Default for OrtSettings {
+    fn default() -> Self {
+        OrtSettings {
+            library: PathBuf::from("/usr/lib/libonnxruntime.so"),
+            providers: vec![ProviderKind::Cpu],
+            error_on_failure: false,
+            threads: 1,
+            arena: true,
+            cuda: CudaSettings::default(),
+            tensorrt: TensorrtSettings::default(),
+        }
+    }
+}
+
+impl OrtSettings {
+    /// The CPU provider only, with `threads` threads.
+    pub fn cpu(library: PathBuf, threads: usize) -> Self {
+        OrtSettings { library, threads: threads.max(1), ..OrtSettings::default() }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CudaSettings {
+    pub device_id: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TensorrtSettings {
+    pub device_id: i32,
+    pub fp16: bool,
+    pub int8: bool,
+    /// Engine and timing caches. Persistent storage (never the model
+    /// ramdisk): building engines takes minutes on a Jetson.
+    pub cache_dir: PathBuf,
+    /// Builder workspace limit.
+    pub max_workspace_mib: u64,
+}
+
+impl Default for TensorrtSettings {
+    fn default() -> Self {
+        TensorrtSettings {
+            device_id: 0,
+            fp16: true,
+            int8: false,
+            cache_dir: PathBuf::from("/var/lib/fusiond/state/tensorrt"),
+            max_workspace_mib: 1024,
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! Everything fusiond publishes as JSON, as typed payloads: the events, the
+//! per-frame `faces` message, `stats`, and the `source` state. The shapes
+//! are documented in `docs/mqtt.md`; a field added here is added there.
+
+use super::{CommandError, Message, Topics};
+use crate::infer::Placement;
+use crate::stats::Percentiles;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Where an error event comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    Startup,
+    Camera,
+    Pipeline,
+}
+
+/// A message on `<base>/events`, tagged by `event`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    SourceSet {
+        source: String,
+        cached: bool,
+    },
+    TierChanged {
+        from: String,
+        tier: String,
+    },
+    /// Running on a lower tier than `wanted`.
+    Degraded {
+        wanted: String,
+        tier: String,
+        reason: String,
+    },
+    /// An execution provider the config asked for could not be used.
+    ProviderFailed {
+        model: String,
+        provider: String,
+        error: String,
+        running_on: Vec<String>,
+    },
+    CameraLost {
+        reason: String,
+    },
+    CameraBack {
+        after_ms: u64,
+        attempts: u32,
+    },
+    /// The config was reread; `restart_needed` names the changed keys that
+    /// take effect only after a restart.
+    Reloaded {
+        config: PathBuf,
+        restart_needed: Vec<String>,
+    },
+    Error {
+        stage: Stage,
+        message: String,
+    },
+}
+
+fn json(v: &impl Serialize) -> Vec<u8> {
+    // These types have string keys only, so serialising cannot fail.
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+impl Event {
+    pub fn message(&self, topics: &Topics) -> Message {
+        Message::event(topics.events(), json(self))
+    }
+}
+
+impl CommandError {
+    /// The refusal on `<base>/error`.
+    pub fn message(&self, topics: &Topics) -> Message {
+        Message::event(topics.error(), json(self))
+    }
+}
+
+/// The retained `source` state.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SourceState<'a> {
+    pub active: Option<&'a str>,
+    pub bank: Vec<String>,
+}
+
+impl SourceState<'_> {
+    pub fn to_json(&self) -> String {
+        String::from_utf8(json(self)).unwrap_or_default()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FaceOut {
+    pub id: u64,
+    #[serde(rename = "box")]
+    pub bbox: [f32; 4],
+    pub score: f32,
+    pub swapped: bool,
+}
+
+/// Milliseconds per stage of one frame.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TimingsOut {
+    /// Time inside the inference engine, summed over models.
+    pub inference: f32,
+    pub detect: f32,
+    pub embed: f32,
+    pub swap: f32,
+    pub paste: f32,
+    pub enhance: f32,
+    pub encode: f32,
+    pub total: f32,
+}
+
+/// `<base>/faces`, one per processed frame.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FacesMessage<'a> {
+    pub seq: u64,
+    /// Capture time, Unix milliseconds.
+    pub captured_ms: u128,
+    /// Whether the detector ran on this frame (else the faces are tracked).
+    pub detected: bool,
+    pub tier: &'a str,
+    pub faces: Vec<FaceOut>,
+    pub timings_ms: TimingsOut,
+}
+
+impl FacesMessage<'_> {
+    /// QoS 0: a lost one is replaced by the next frame's.
+    pub fn message(&self, topics: &Topics) -> Message {
+        Message::volatile(topics.faces(), json(self))
+    }
+}
+
+/// Latency percentiles per stage over the last frames.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LatencyReport {
+    pub detect: Option<Percentiles>,
+    pub swap: Option<Percentiles>,
+    pub paste: Option<Percentiles>,
+    pub enhance: Option<Percentiles>,
+    pub pipeline: Option<Percentiles>,
+    pub encode: Option<Percentiles>,
+    pub capture_to_publish: Option<Percentiles>,
+}
+
+/// One loaded model's load phases in milliseconds and its memory cost.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelStats {
+    pub name: String,
+    pub map_ms: f64,
+    pub parse_ms: f64,
+    pub optimize_ms: f64,
+    pub plan_ms: f64,
+    pub warmup_ms: f64,
+    pub file_bytes: u64,
+    pub rss_delta_bytes: i64,
+    pub placement: Placement,
+}
+
+/// `<base>/stats`, every `output.stats_interval_s`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatsMessage {
+    pub version: &'static str,
+    pub uptime_s: u64,
+    pub tier: String,
+    pub camera: &'static str,
+    pub capture_fps: f64,
+    pub processed_fps: f64,
+    pub frames_captured: u64,
+    pub frames_processed: u64,
+    pub detections: u64,
+    pub dropped_frames: u64,
+    pub dropped_publish_frames: u64,
+    pub dropped_messages: u64,
+    pub dropped_commands: u64,
+    /// Settings the worker had to coalesce (a newer one replaced one not yet
+    /// applied).
+    pub coalesced_settings: u64,
+    pub mqtt_connects: u64,
+    pub latency_ms: LatencyReport,
+    pub rss_bytes: u64,
+    pub peak_rss_bytes: u64,
+    pub models: Vec<ModelStats>,
+    /// Models the store holds loaded (the running tier's, and a preloaded
+    /// next tier's), least recently used first.
+    pub models_cached: Vec<String>,
+}
+
+impl StatsMessage {
+    pub fn message(&self, topics: &Topics) -> Message {
+        Message::event(topics.stats(), json(self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_tagged_by_name_with_their_fields() {
+        let e = Event::Degraded { wanted: "quality".into(), tier: "fast".into(), reason: "corrupt".into() };
+        let v: serde_json::Value = serde_json::from_slice(&json(&e)).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"event": "degraded", "wanted": "quality", "tier": "fast", "reason": "corrupt"})
+        );
+        let e = Event::Error { stage: Stage::Camera, message: "bad".into() };
+        assert_eq!(String::from_utf8(json(&e)).unwrap(), r#"{"event":"error","stage":"camera","message":"bad"}"#);
+    }
+
+    #[test]
+    fn the_source_state_names_the_active_identity_and_the_bank() {
+        let s = SourceState { active: Some("alice"), bank: vec!["alice".into(), "bob".into()] };
+        assert_eq!(s.to_json(), r#"{"active":"alice","bank":["alice","bob"]}"#);
+    }
+}

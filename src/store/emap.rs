@@ -1,0 +1,93 @@
+//! inswapper's emap: the `[512, 512]` matrix that turns an ArcFace identity
+//! into the swapper's latent. It lives in a safetensors side file beside the
+//! model (`<stem>.emap.safetensors`, tensor `emap`), written by `fusiond emap`
+//! or by staging; without one it is read from the float graph, whose last
+//! initializer it is.
+
+use super::StoreError;
+use crate::catalog::Catalog;
+use crate::infer::{onnx, Tensor};
+use crate::manifest::{ModelEntry, LATENT_LEN};
+use std::path::{Path, PathBuf};
+
+const EMAP_TENSOR: &str = "emap";
+
+/// Default side-file path for `model`: `<stem>.emap.safetensors` beside it.
+pub fn emap_path(model: &Path) -> PathBuf {
+    model.with_extension("emap.safetensors")
+}
+
+/// The side file `entry` names, or the default one beside its model.
+pub fn side_file(entry: &ModelEntry) -> PathBuf {
+    entry.emap.clone().unwrap_or_else(|| emap_path(&entry.file))
+}
+
+/// Reads insightface's emap from a float inswapper graph (its last
+/// initializer), checked to be `[512, 512]`.
+pub fn extract_emap(onnx_bytes: &[u8]) -> Result<Tensor, StoreError> {
+    let err = StoreError::Emap;
+    let (name, t) = onnx::last_initializer(onnx_bytes).map_err(|e| err(e.to_string()))?;
+    match t.shape() {
+        [a, b] if a == b => Ok(t),
+        s => Err(err(format!(
+            "the last initializer `{name}` has shape {s:?}, not a square emap; extract it from the float model"
+        ))),
+    }
+}
+
+pub fn write_emap(path: &Path, emap: &Tensor) -> Result<(), StoreError> {
+    let err = StoreError::Emap;
+    let bytes: Vec<u8> = emap.data().iter().flat_map(|v| v.to_le_bytes()).collect();
+    let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, emap.shape().to_vec(), &bytes)
+        .map_err(|e| err(e.to_string()))?;
+    let data = safetensors::serialize([(EMAP_TENSOR, view)], None).map_err(|e| err(e.to_string()))?;
+    std::fs::write(path, data).map_err(|e| err(format!("cannot write {}: {e}", path.display())))
+}
+
+/// Reads a side file, checked to hold one `[512, 512]` F32 tensor.
+pub fn read_emap(path: &Path) -> Result<Tensor, StoreError> {
+    let err = |m: String| StoreError::Emap(format!("{}: {m}; regenerate it with `fusiond emap`", path.display()));
+    let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
+    // SAFETY: a read-only mapping of a side file that only this process reads.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| err(e.to_string()))?;
+    let st = safetensors::SafeTensors::deserialize(&map).map_err(|e| err(e.to_string()))?;
+    let view = st.tensor(EMAP_TENSOR).map_err(|e| err(e.to_string()))?;
+    if view.dtype() != safetensors::Dtype::F32 {
+        return Err(err(format!("tensor `emap` is {:?}, not F32", view.dtype())));
+    }
+    if view.shape().len() != 2 || view.shape()[1] != LATENT_LEN {
+        return Err(err(format!("tensor `emap` has shape {:?}, not [rows, {LATENT_LEN}]", view.shape())));
+    }
+    let data = view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    Tensor::new(view.shape(), data).ok_or_else(|| err("tensor `emap` has a bad length".into()))
+}
+
+/// The emap for `entry`: its side file when present, else read from the
+/// float graph (`emap_source`, or the model itself).
+pub fn load_emap(catalog: &Catalog, entry: &ModelEntry) -> Result<Tensor, StoreError> {
+    let side = side_file(entry);
+    if side.is_file() {
+        return read_emap(&side);
+    }
+    log::info!(
+        "model `{}`: no emap side file at {}; reading it from the graph (run `fusiond emap {}` to cache it)",
+        entry.name,
+        side.display(),
+        entry.name
+    );
+    from_graph(catalog, entry)
+}
+
+/// The emap read from `entry`'s float graph: its `emap_source` (quantisers
+/// rename and fold initializers, so an INT8 graph cannot be searched), or
+/// the model itself.
+pub fn from_graph(catalog: &Catalog, entry: &ModelEntry) -> Result<Tensor, StoreError> {
+    let float = match &entry.emap_source {
+        Some(source) => catalog.entry(source)?,
+        None => entry,
+    };
+    extract_emap(&catalog.open_file(float)?).map_err(|e| match e {
+        StoreError::Emap(m) => StoreError::Emap(format!("model `{}`: {m}", entry.name)),
+        other => other,
+    })
+}

@@ -1,0 +1,163 @@
+//! Models by quality tier: loaded through the [`Loader`] from the staged
+//! ramdisk (or the persistent directories before staging), cached with LRU
+//! bounds, and falling back to the tier below when a tier cannot load.
+
+use super::cache::Cache;
+use super::loader::{LoadedModel, Loader};
+use super::stage::{StageReport, READY};
+use super::StoreError;
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::infer::Engines;
+use crate::manifest::Kind;
+use std::sync::{Arc, Mutex};
+
+/// The models one tier runs on.
+#[derive(Clone)]
+pub struct TierModels {
+    pub tier: String,
+    pub detector: Arc<LoadedModel>,
+    pub recognizer: Arc<LoadedModel>,
+    pub swapper: Arc<LoadedModel>,
+    pub enhancer: Option<Arc<LoadedModel>>,
+}
+
+impl TierModels {
+    pub fn all(&self) -> Vec<&Arc<LoadedModel>> {
+        let mut all = vec![&self.detector, &self.recognizer, &self.swapper];
+        all.extend(self.enhancer.as_ref());
+        all
+    }
+}
+
+pub enum TierOutcome {
+    Ready(TierModels),
+    /// Running on a lower tier than asked for, and why.
+    Degraded {
+        wanted: String,
+        models: TierModels,
+        reason: String,
+    },
+}
+
+impl TierOutcome {
+    /// The models that run, and why they are not the ones asked for.
+    pub fn into_parts(self) -> (TierModels, Option<String>) {
+        match self {
+            TierOutcome::Ready(m) => (m, None),
+            TierOutcome::Degraded { models, reason, .. } => (models, Some(reason)),
+        }
+    }
+}
+
+pub struct Store {
+    loader: Loader,
+    config: Config,
+    staged: Option<StageReport>,
+    cache: Mutex<Cache<LoadedModel>>,
+}
+
+impl Store {
+    /// Opens the staged ramdisk when staging finished (its `.ready` marker is
+    /// there); otherwise loads straight from the persistent directories.
+    pub fn open(config: &Config, engines: impl Into<Engines>) -> Result<Store, StoreError> {
+        let ramdisk = &config.models.ramdisk;
+        let staged = if ramdisk.join(READY).is_file() { StageReport::read(ramdisk) } else { None };
+        let mut catalog = match &staged {
+            Some(_) => Catalog::open(std::slice::from_ref(ramdisk))?,
+            None => {
+                log::warn!("{} holds no staged models; loading from {:?}", ramdisk.display(), config.models.dirs);
+                Catalog::open(&config.models.dirs)?
+            }
+        };
+        catalog.set_verify(staged.is_none() || config.models.verify_on_load);
+        let cache = Cache::new(config.models.cache_max_models, config.models.cache_max_mib * 1024 * 1024);
+        Ok(Store { loader: Loader::new(catalog, engines), config: config.clone(), staged, cache: Mutex::new(cache) })
+    }
+
+    /// Names of the cached models, least recently used first.
+    pub fn cached(&self) -> Vec<String> {
+        self.cache.lock().map(|c| c.names().into_iter().map(String::from).collect()).unwrap_or_default()
+    }
+
+    /// Loads (or takes from the cache) model `name`, warmed up.
+    pub fn model(&self, name: &str) -> Result<Arc<LoadedModel>, StoreError> {
+        if let Some(m) = self.cache.lock().map_err(|_| StoreError::Poisoned)?.get(name) {
+            return Ok(m);
+        }
+        let entry = self.loader.catalog().entry(name)?.clone();
+        let loaded = Arc::new(self.loader.load(&entry)?);
+        log::info!("{}", loaded.timings.describe(name));
+        let bytes = loaded.timings.file_bytes;
+        let evicted = self.cache.lock().map_err(|_| StoreError::Poisoned)?.insert(name, loaded.clone(), bytes);
+        for e in evicted {
+            log::info!("model cache full: dropped `{e}`");
+        }
+        Ok(loaded)
+    }
+
+    /// Loads every model of tier `name` (lazily, through the cache).
+    pub fn tier(&self, name: &str) -> Result<TierModels, String> {
+        let t = self.config.tier.iter().find(|t| t.name == name).ok_or_else(|| format!("no tier named `{name}`"))?;
+        if let Some(status) = self.staged.as_ref().and_then(|s| s.tiers.iter().find(|s| s.name == name)) {
+            if !status.usable {
+                return Err(format!("staging marked it unusable: {}", status.reason.clone().unwrap_or_default()));
+            }
+        }
+        let catalog = self.loader.catalog();
+        if let Some(unknown) = t.models.iter().find(|m| catalog.entry(m).is_err()) {
+            return Err(format!("model `{unknown}` is in no manifest"));
+        }
+        let optional = |kind: Kind| -> Result<Option<Arc<LoadedModel>>, String> {
+            match t.models.iter().find(|m| catalog.entry(m).is_ok_and(|e| e.kind() == kind)) {
+                Some(name) => self.model(name).map(Some).map_err(|e| e.to_string()),
+                None => Ok(None),
+            }
+        };
+        let role = |kind: Kind| optional(kind)?.ok_or_else(|| format!("it lists no {kind:?} model"));
+        Ok(TierModels {
+            tier: name.to_string(),
+            detector: role(Kind::Detector)?,
+            recognizer: role(Kind::Recognizer)?,
+            swapper: role(Kind::Swapper)?,
+            enhancer: optional(Kind::Enhancer)?,
+        })
+    }
+
+    /// Loads tier `wanted`, or the highest tier below it that loads.
+    pub fn activate(&self, wanted: &str) -> Result<TierOutcome, String> {
+        let top = self.config.tier_index(wanted).ok_or_else(|| format!("no tier named `{wanted}`"))?;
+        let mut reasons = Vec::new();
+        for i in (0..=top).rev() {
+            let name = &self.config.tier[i].name;
+            match self.tier(name) {
+                Ok(models) if i == top => return Ok(TierOutcome::Ready(models)),
+                Ok(models) => {
+                    let reason = reasons.join("; ");
+                    log::warn!("degraded: running tier `{name}` instead of `{wanted}`: {reason}");
+                    return Ok(TierOutcome::Degraded { wanted: wanted.into(), models, reason });
+                }
+                Err(e) => {
+                    log::error!("tier `{name}` cannot load: {e}");
+                    reasons.push(format!("tier `{name}`: {e}"));
+                }
+            }
+        }
+        Err(reasons.join("; "))
+    }
+
+    /// Loads the tier after `current` on a background thread, when
+    /// `models.preload_next` asks for it, so a switch up finds it cached.
+    pub fn preload_next(self: &Arc<Self>, current: &str) -> Option<std::thread::JoinHandle<()>> {
+        if !self.config.models.preload_next {
+            return None;
+        }
+        let next = self.config.tier.get(self.config.tier_index(current)? + 1)?.name.clone();
+        let store = self.clone();
+        let spawned = std::thread::Builder::new().name("preload".into()).spawn(move || match store.tier(&next) {
+            Ok(_) => log::info!("preloaded tier `{next}`"),
+            Err(e) => log::warn!("preloading tier `{next}` failed: {e}"),
+        });
+        spawned.map_err(|e| log::warn!("cannot start preloading: {e}")).ok()
+    }
+}
