@@ -180,6 +180,36 @@ fn an_ort_format_model_is_used_in_place_and_matches_the_onnx_file() {
     assert!(max < 1e-3, "ORT-format outputs differ by {max}");
 }
 
+/// Every thread gets a session of its own over one loaded model: three run
+/// at once and agree.
+#[test]
+fn one_ort_model_serves_a_session_per_thread_at_once() {
+    let backend = ort();
+    let shapes = [fusiond::infer::InputShape::first(&[1, 3, 112, 112])];
+    let bytes = Arc::new(std::fs::read(shared("models/arcface_fr_feature.onnx")).unwrap());
+    let model = backend.load(bytes, &shapes).unwrap();
+    let input =
+        Tensor::new(&[1, 3, 112, 112], (0..3 * 112 * 112).map(|i| ((i % 255) as f32 - 127.5) / 128.0).collect())
+            .unwrap();
+    let barrier = std::sync::Barrier::new(3);
+    let outputs: Vec<Vec<f32>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                let (model, input, barrier) = (&model, &input, &barrier);
+                s.spawn(move || {
+                    // All three sessions exist before any of them runs.
+                    let mut session = model.session().unwrap();
+                    barrier.wait();
+                    session.run(&[("input", input)]).unwrap().iter().next().unwrap().1.data().to_vec()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(outputs[0].len(), 512);
+    assert!(outputs.iter().all(|o| o == &outputs[0]));
+}
+
 #[test]
 fn a_model_that_is_not_onnx_is_refused_with_a_clear_error() {
     let err = ort().load(Arc::new(b"not a model at all".to_vec()), &[]).err().unwrap().to_string();

@@ -4,6 +4,7 @@
 mod capture;
 mod cli;
 mod daemon;
+mod daemon_config;
 #[cfg(feature = "ort")]
 mod engines;
 mod face_core;

@@ -306,3 +306,10 @@ fn facefusion_hash_files_verify_staging_of_models_without_a_sha256() {
     let why = report.tiers[1].reason.as_deref().unwrap();
     assert!(why.contains("crc32") && why.contains("0badc0de") && why.contains("ff_bad.onnx"), "{why}");
 }
+
+#[test]
+fn a_recogniser_whose_embedding_is_not_512_long_is_refused_when_it_loads() {
+    let loader = fusiond::store::Loader::open(&[contract_models()], Arc::new(TractBackend::default())).unwrap();
+    let err = loader.pick(Some("short_recognizer"), fusiond::manifest::Kind::Recognizer).err().unwrap().to_string();
+    assert!(err.contains("short_recognizer") && err.contains("128 values") && err.contains("512"), "{err}");
+}
