@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The reference FaceFusion users have: the same models through onnxruntime's
 Python API, with FaceFusion-style pre- and post-processing in NumPy/OpenCV,
-on the same 640x480 frames that `fusiond bench-live` times.
+on the same 640x480 frames that `fusiond-bench live` times.
 
 Per frame: letterbox + detect + decode + NMS (models/facelib.py), ArcFace
 alignment of each face on arcface_128 (cv2.estimateAffinePartial2D + RANSAC,

@@ -5,7 +5,7 @@
       fusiond (tract, ONNX Runtime) against the NumPy/OpenCV reference per
       640x480 frame with 1 and 2 faces, with the ratios.
   report.py roofline MODELS.json GFLOP MODEL
-      GFLOP/s that MODEL's rows of `fusiond bench-models` achieve, against
+      GFLOP/s that MODEL's rows of `fusiond-bench models` achieve, against
       this machine's peak (derived below from /proc/cpuinfo and printed).
 """
 import json
@@ -19,7 +19,7 @@ def pipeline(tract_path, ort_path, ref_path):
     for label, key in (("1 face", "1 face"), ("2 faces", "2 faces")):
         rows = {}
         for engine, doc in runs.items():
-            # bench-live's scenarios: "1 face"/"2 faces", swap mode; e2e there includes YUYV and publishing.
+            # fusiond-bench live's scenarios: "1 face"/"2 faces", swap mode; e2e there includes YUYV and publishing.
             rows[engine] = next(r for r in doc["rows"] if r["scenario"] == label and r["mode"] == "swap")
         r = ref[key]
         stages = (
@@ -31,7 +31,7 @@ def pipeline(tract_path, ort_path, ref_path):
         for name, t, o, x in stages:
             print(f"  {label:<10} {name:<12} {t:>13.2f} {o:>12.2f} {x:>10.2f} {x / t:>10.2f}x {x / o:>7.2f}x")
     print("  frame* = inference + pixelwork + jpeg, the work both sides do (fusiond's YUYV conversion and MQTT")
-    print("  publishing are left out; bench-live prints them). ref/x > 1: fusiond is that many times faster.")
+    print("  publishing are left out; fusiond-bench live prints them). ref/x > 1: fusiond is that many times faster.")
 
 
 def cpu():

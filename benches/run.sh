@@ -15,8 +15,9 @@ work="${1:-$(mktemp -d)}"
 mkdir -p "$work"
 runs="${BENCH_RUNS:-20}"
 
-cargo build --release --features ort --quiet
-bin="$CARGO_TARGET_DIR/release/fusiond"
+# The benchmark binary (benches/fusiond-bench), built in the edge profile.
+bin="$(cargo bench --features ort --bench fusiond-bench --no-run --quiet --message-format=json |
+    "$py" -c 'import json, sys; print([j["executable"] for j in map(json.loads, sys.stdin) if j.get("executable")][-1])')"
 lib="$("$py" -c 'import glob, os, onnxruntime as o; print(sorted(glob.glob(os.path.join(os.path.dirname(o.__file__), "capi", "libonnxruntime.so.*")))[-1])')"
 [ -f "$work/int8/manifest.toml" ] ||
     "$py" models/quantize --models "$shared/models" --photos "$shared/images" --out "$work/int8" >/dev/null
@@ -50,15 +51,15 @@ for name, src, entries in (("arcface_fr", shared, builtin), ("inswapper_bench", 
 PY
 
 echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; ONNX Runtime $lib"
-echo "== 1. per model (fusiond bench-models)"
-"$bin" bench-models --models "$shared/models" --models "$work/int8" --models "$work/swapper" --models "$work/ortfmt" \
+echo "== 1. per model (fusiond-bench models)"
+"$bin" models --models "$shared/models" --models "$work/int8" --models "$work/swapper" --models "$work/ortfmt" \
     --ort-library "$lib" --runs "$runs" --json "$work/models.json"
 
-echo "== 2. full pipeline per 640x480 frame (fusiond bench-live part 1, then the reference)"
+echo "== 2. full pipeline per 640x480 frame (fusiond-bench live part 1, then the reference)"
 frames=(--two "$shared/camera/two_people_pan/frame_001.jpg" --one "$shared/images/fr_obama.jpg"
     --source "$shared/images/fr_biden.jpg")
 for engine in tract ort; do
-    "$bin" bench-live --models "$shared/models" --models "$work/contract" --detector yunet_2023mar \
+    "$bin" live --models "$shared/models" --models "$work/contract" --detector yunet_2023mar \
         --swapper identity_swapper "${frames[@]}" --runs "$runs" --seconds 0 \
         --engine "$engine" --ort-library "$lib" --json "$work/live-$engine.json"
 done

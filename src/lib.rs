@@ -1,9 +1,17 @@
 //! fusiond: live face fusion for edge boxes.
 //!
-//! Data flows one way: [`catalog`] finds and verifies model files, [`infer`]
-//! runs them behind an engine-neutral trait, [`vision`] does the pixel work
-//! and [`face`] strings detect → align → embed → swap → paste together.
-//! [`cli`] is wiring only.
+//! The model path runs one way: [`manifest`] describes the models,
+//! [`catalog`] finds and verifies their files, [`store`] loads them on the
+//! engine [`infer`] gives each (staging, tiers, cache, emaps) and [`face`]
+//! builds the stages over the loaded models: detect → track → select →
+//! align → embed → swap → paste, driven frame by frame by
+//! [`face::LivePipeline`]. [`vision`] does the pixel work.
+//!
+//! The live path: [`capture`] fills a latest-frame mailbox, the [`daemon`]'s
+//! worker runs the live pipeline and publishes through [`mqtt`] (typed
+//! payloads, one broker session), and its control loop applies commands
+//! through the [`control`] state machine. [`config`] is read once into the
+//! settings each loop needs. [`cli`] is wiring only.
 
 pub mod capture;
 pub mod catalog;

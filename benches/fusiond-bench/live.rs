@@ -1,4 +1,4 @@
-//! `fusiond bench-live`: what a 640×480 camera frame costs end to end, with
+//! `fusiond-bench live`: what a 640×480 camera frame costs end to end, with
 //! 0, 1 and 2 faces, detector-only and with the swap. Part one times the
 //! still-frame work per stage (YUYV conversion, inference, the pixel work
 //! around it, JPEG, publishing through a real broker); part two runs the
@@ -174,7 +174,7 @@ pub fn run(args: Args) -> Result<()> {
     std::thread::sleep(Duration::from_millis(300));
 
     println!(
-        "fusiond bench-live: {W}x{H}, detector {}, swapper {}, backend {}; {} runs per row, median ms",
+        "fusiond-bench live: {W}x{H}, detector {}, swapper {}, backend {}; {} runs per row, median ms",
         pipeline.fusion().detector.entry().name,
         args.swapper,
         loader.engines().describe(),

@@ -1,4 +1,4 @@
-//! `fusiond bench-models`: each model on each engine (tract, ONNX Runtime
+//! `fusiond-bench models`: each model on each engine (tract, ONNX Runtime
 //! CPU), FP32 against its INT8 QDQ twin (`<name>_int8`), 1 thread against 2,
 //! side by side with the ratios. Every row runs in a fresh child process, so
 //! load time and resident memory are that configuration's alone.
@@ -174,7 +174,7 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     println!(
-        "fusiond bench-models: {} runs per row ({} when a run takes over 1 s) after one warm-up, each row in a fresh \
+        "fusiond-bench models: {} runs per row ({} when a run takes over 1 s) after one warm-up, each row in a fresh \
          process; ONNX Runtime: {}",
         args.runs,
         args.heavy_runs,

@@ -1,3 +1,6 @@
+//! `fusiond-bench stages`: the median latency of each stage on one photo
+//! (detect, align + embed, swap, paste-back, and the whole frame).
+
 use anyhow::{Context, Result};
 use fusiond::cli::{load_image, swapper, ModelArgs};
 use fusiond::face::{Blend, FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode};
@@ -57,7 +60,7 @@ pub fn run(args: Args) -> Result<()> {
 
     let [dw, dh] = p.detector.entry().input_size;
     println!(
-        "fusiond bench: {} ({}x{}), backend {}, {} runs, median [min..max] ms",
+        "fusiond-bench stages: {} ({}x{}), backend {}, {} runs, median [min..max] ms",
         args.image.display(),
         image.width(),
         image.height(),

@@ -6,9 +6,8 @@
 use super::bank::FaceBank;
 use super::counters::Counters;
 use super::mailbox::Mailbox;
-use super::settings::{limits, restart_needed};
+use super::settings::{limits, restart_needed, WorkerConfig};
 use super::stages::Identifier;
-use super::worker::WorkerConfig;
 use super::Signals;
 use crate::config::Config;
 use crate::control::{Control, Effect};

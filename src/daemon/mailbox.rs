@@ -4,7 +4,7 @@
 //! stall the control loop, and the worker applies what is current once per
 //! frame. Replaced changes are counted.
 
-use super::worker::WorkerConfig;
+use super::settings::WorkerConfig;
 use crate::control::Settings;
 use crate::face::Embedding;
 use crate::store::TierModels;

@@ -4,7 +4,6 @@
 //! again and says which changed keys only a restart applies.
 
 use super::camera::{Health, SourceFactory};
-use super::worker::WorkerConfig;
 use crate::capture::{FrameSource, SequenceSource, V4l2Source};
 use crate::config::{CameraConfig, Config, SourceKind};
 use crate::control;
@@ -107,6 +106,25 @@ impl DaemonSettings {
         }
         let fps = cam.samples_fps;
         Ok(Box::new(move || SequenceSource::open(&dir, fps).map(|s| Box::new(s) as Box<dyn FrameSource>)))
+    }
+}
+
+/// The worker's own config keys; a reload posts them again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerConfig {
+    pub detect_interval: Duration,
+    pub jpeg_quality: u8,
+    /// Publishing frames at all (`output.frames`).
+    pub frames: bool,
+}
+
+impl WorkerConfig {
+    pub fn from_config(config: &Config) -> WorkerConfig {
+        WorkerConfig {
+            detect_interval: Duration::from_millis(config.pipeline.detect_interval_ms),
+            jpeg_quality: config.output.jpeg_quality,
+            frames: config.output.frames,
+        }
     }
 }
 

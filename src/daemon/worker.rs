@@ -4,10 +4,10 @@
 //! control loop's changes from the [`Mailbox`] between frames.
 
 use super::mailbox::{Mailbox, Pending};
+use super::settings::WorkerConfig;
 use super::stages::fusion_pipeline;
 use super::stats::WorkerStats;
 use crate::capture::{Frame, LatestFrame};
-use crate::config::Config;
 use crate::control::Settings;
 use crate::face::{FrameReport, LivePipeline, LiveSettings, StageTimings};
 use crate::mqtt::{Event, FaceOut, FacesMessage, Message, Outbox, Stage, TimingsOut, Topics};
@@ -15,25 +15,6 @@ use crate::store::TierModels;
 use crate::vision::RgbImage;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
-
-/// The worker's own config keys; a reload posts them again.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WorkerConfig {
-    pub detect_interval: Duration,
-    pub jpeg_quality: u8,
-    /// Publishing frames at all (`output.frames`).
-    pub frames: bool,
-}
-
-impl WorkerConfig {
-    pub fn from_config(config: &Config) -> WorkerConfig {
-        WorkerConfig {
-            detect_interval: Duration::from_millis(config.pipeline.detect_interval_ms),
-            jpeg_quality: config.output.jpeg_quality,
-            frames: config.output.frames,
-        }
-    }
-}
 
 fn ms(d: Duration) -> f32 {
     d.as_secs_f32() * 1e3

@@ -50,8 +50,6 @@ pub enum StageError {
     Checksum { path: PathBuf, algorithm: &'static str, expected: String, actual: String },
     #[error("model `{model}`: emap: {message}")]
     Emap { model: String, message: String },
-    #[error(transparent)]
-    Catalog(CatalogError),
 }
 
 impl StageError {

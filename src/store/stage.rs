@@ -174,6 +174,66 @@ fn wanted(catalog: &Catalog, models: &[String]) -> Result<Vec<Wanted>, String> {
         .collect()
 }
 
+/// What is on the ramdisk already with the size the index recorded (and
+/// its emap), so a second run keeps it.
+fn still_staged(ramdisk: &Path, previous: &StageReport) -> StagedIndex {
+    previous
+        .files
+        .iter()
+        .filter(|(_, f)| {
+            std::fs::metadata(ramdisk.join(&f.file)).is_ok_and(|m| m.len() == f.size)
+                && f.emap.as_ref().is_none_or(|e| ramdisk.join(e).is_file())
+        })
+        .map(|(n, f)| (n.clone(), (f.sha256.clone(), f.size)))
+        .collect()
+}
+
+impl FileReport {
+    fn kept(name: &str) -> FileReport {
+        FileReport { name: name.into(), action: "kept".into(), bytes: 0, copy_mb_s: None, hash_mb_s: None, error: None }
+    }
+
+    fn failed(name: &str, error: String) -> FileReport {
+        FileReport { error: Some(error), action: "failed".into(), ..FileReport::kept(name) }
+    }
+}
+
+/// Copies model `name` (and its emap) into the ramdisk, hashing as it
+/// goes, and records the outcome in `out`; returns the error, if any.
+fn stage_one(catalog: &Catalog, name: &str, ramdisk: &Path, out: &mut StageReport) -> Result<(), String> {
+    let entry = catalog.entry(name).map_err(|e| e.to_string())?;
+    let file = staged_name(entry);
+    let crc = std::fs::read_to_string(entry.file.with_extension("hash")).map(|t| t.trim().to_ascii_lowercase());
+    let expect = match (&entry.sha256, &crc) {
+        (Some(sha), _) => Expect::Sha256(sha),
+        (None, Ok(crc)) => Expect::Crc32(crc),
+        (None, Err(_)) => Expect::Nothing,
+    };
+    let copied = copy_verified(&entry.file, &ramdisk.join(&file), expect).and_then(|c| {
+        let emap = match entry.contract {
+            Contract::Inswapper => Some(stage_emap(catalog, entry, ramdisk)?),
+            _ => None,
+        };
+        Ok((c, emap))
+    });
+    let (c, emap) = copied.map_err(|e| e.to_string())?;
+    if matches!(expect, Expect::Nothing) {
+        log::warn!("model `{name}`: no sha256 in its manifest and no .hash file; staged unverified as {}", c.sha256);
+    }
+    let size = std::fs::metadata(&entry.file).map(|m| m.len()).unwrap_or(0);
+    out.bytes_copied += size;
+    out.report.push(FileReport {
+        name: name.into(),
+        action: "copied".into(),
+        bytes: size,
+        copy_mb_s: Some(mb_s(size, c.copy)),
+        hash_mb_s: Some(mb_s(size, c.hash)),
+        error: None,
+    });
+    out.files.insert(name.into(), StagedFile { file, sha256: c.sha256, size, emap });
+    Ok(())
+}
+
 /// Stages the configured tiers into the ramdisk. Errors about one file make
 /// the tiers that need it unusable; only a ramdisk that cannot be used at all
 /// is an `Err`.
@@ -182,83 +242,23 @@ pub fn stage(config: &Config, catalog: &Catalog) -> Result<StageReport, StageErr
     let ramdisk = &config.models.ramdisk;
     tmpfs::ensure(ramdisk, config.models.ramdisk_size_mib)?;
     let previous = StageReport::read(ramdisk).unwrap_or_default();
-    let index: StagedIndex = previous
-        .files
-        .iter()
-        .filter(|(_, f)| {
-            std::fs::metadata(ramdisk.join(&f.file)).is_ok_and(|m| m.len() == f.size)
-                && f.emap.as_ref().is_none_or(|e| ramdisk.join(e).is_file())
-        })
-        .map(|(n, f)| (n.clone(), (f.sha256.clone(), f.size)))
-        .collect();
     let tiers: Vec<(String, Result<Vec<Wanted>, String>)> =
         config.tier.iter().map(|t| (t.name.clone(), wanted(catalog, &t.models))).collect();
     let (free, _) = tmpfs::space(ramdisk)?;
-    let plans = plan(&tiers, &index, free);
+    let plans = plan(&tiers, &still_staged(ramdisk, &previous), free);
 
     let mut out = StageReport::default();
     let mut failed: Vec<(String, String)> = Vec::new();
     for p in &plans {
         for name in &p.keep {
             out.files.insert(name.clone(), previous.files[name].clone());
-            out.report.push(FileReport {
-                name: name.clone(),
-                action: "kept".into(),
-                bytes: 0,
-                copy_mb_s: None,
-                hash_mb_s: None,
-                error: None,
-            });
+            out.report.push(FileReport::kept(name));
         }
         for name in &p.copy {
-            let entry = catalog.entry(name).map_err(StageError::Catalog)?;
-            let file = staged_name(entry);
-            let dst = ramdisk.join(&file);
-            let crc = std::fs::read_to_string(entry.file.with_extension("hash")).map(|t| t.trim().to_ascii_lowercase());
-            let expect = match (&entry.sha256, &crc) {
-                (Some(sha), _) => Expect::Sha256(sha),
-                (None, Ok(crc)) => Expect::Crc32(crc),
-                (None, Err(_)) => Expect::Nothing,
-            };
-            let copied = copy_verified(&entry.file, &dst, expect).and_then(|c| {
-                let emap = match entry.contract {
-                    Contract::Inswapper => Some(stage_emap(catalog, entry, ramdisk)?),
-                    _ => None,
-                };
-                Ok((c, emap))
-            });
-            let size = std::fs::metadata(&entry.file).map(|m| m.len()).unwrap_or(0);
-            match copied {
-                Ok((c, emap)) => {
-                    if matches!(expect, Expect::Nothing) {
-                        log::warn!(
-                            "model `{name}`: no sha256 in its manifest and no .hash file; staged unverified as {}",
-                            c.sha256
-                        );
-                    }
-                    out.bytes_copied += size;
-                    out.report.push(FileReport {
-                        name: name.clone(),
-                        action: "copied".into(),
-                        bytes: size,
-                        copy_mb_s: Some(mb_s(size, c.copy)),
-                        hash_mb_s: Some(mb_s(size, c.hash)),
-                        error: None,
-                    });
-                    out.files.insert(name.clone(), StagedFile { file, sha256: c.sha256, size, emap });
-                }
-                Err(e) => {
-                    log::error!("staging `{name}` failed: {e}");
-                    out.report.push(FileReport {
-                        name: name.clone(),
-                        action: "failed".into(),
-                        bytes: 0,
-                        copy_mb_s: None,
-                        hash_mb_s: None,
-                        error: Some(e.to_string()),
-                    });
-                    failed.push((name.clone(), e.to_string()));
-                }
+            if let Err(e) = stage_one(catalog, name, ramdisk, &mut out) {
+                log::error!("staging `{name}` failed: {e}");
+                out.report.push(FileReport::failed(name, e.clone()));
+                failed.push((name.clone(), e));
             }
         }
     }

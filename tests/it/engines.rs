@@ -124,8 +124,7 @@ fn both_engines_swap_to_the_same_pixels_with_the_contract_models() {
 #[test]
 fn providers_that_fail_are_reported_and_error_on_failure_refuses_to_fall_back() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut config = InferenceSettings::default();
-    config.engine = EngineKind::Ort;
+    let mut config = InferenceSettings { engine: EngineKind::Ort, ..Default::default() };
     config.ort.library = ort_library();
     config.ort.providers = vec![ProviderKind::Tensorrt, ProviderKind::Cuda, ProviderKind::Cpu];
     config.ort.tensorrt.cache_dir = tmp.path().join("trt");
