@@ -7,11 +7,11 @@
 use anyhow::{anyhow, Context, Result};
 use fusiond::capture::{CaptureError, Frame, FrameSource};
 use fusiond::cli::{load_image, swapper, EngineArgs, ModelArgs, DEFAULT_MODEL_DIR};
-use fusiond::daemon::{self, encode_jpeg, Signals};
-use fusiond::face::{Blend, FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode};
+use fusiond::daemon::{self, Signals};
+use fusiond::face::{FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode};
 use fusiond::infer::EngineKind;
 use fusiond::mqtt::{Broker, Link, LinkSettings, Outbox, Topics};
-use fusiond::vision::{rgb_to_yuyv, yuyv_to_rgb, Resizer, RgbImage};
+use fusiond::vision::{encode_jpeg, rgb_to_yuyv, yuyv_to_rgb, Resizer, RgbImage};
 use rumqttc::{Client, Event, MqttOptions, Packet, QoS};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -143,9 +143,7 @@ pub fn run(args: Args) -> Result<()> {
         PipelineSettings::default(),
     );
     // Part one is still frames: the detector runs on every one.
-    let every_frame =
-        LiveSettings { detect_interval: Duration::ZERO, blend: Blend::FULL, selector: SelectorMode::Many };
-    let mut pipeline = LivePipeline::new(fusion, every_frame);
+    let mut pipeline = LivePipeline::new(fusion, LiveSettings::still(SelectorMode::Many));
     let source = load_image(&args.source)?;
     pipeline.set_source(&source, "--source")?;
     let source_embedding = pipeline.fusion().source().cloned().context("source set")?;

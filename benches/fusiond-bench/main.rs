@@ -6,6 +6,7 @@
 
 mod live;
 mod models;
+mod stability;
 mod stages;
 
 use clap::{Parser, Subcommand};
@@ -26,6 +27,8 @@ enum Command {
     Live(live::Args),
     /// Per-model latency, load time and memory: tract vs ONNX Runtime, FP32 vs INT8, 1 vs 2 threads.
     Models(models::Args),
+    /// How steady the faces of a stream are, on synthetic pans with known geometry.
+    Stability(stability::Args),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +39,7 @@ fn main() -> ExitCode {
         Command::Stages(a) => stages::run(a),
         Command::Live(a) => live::run(a),
         Command::Models(a) => models::run(a),
+        Command::Stability(a) => stability::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use fusiond::cli::{load_image, swapper, ModelArgs};
-use fusiond::face::{Blend, FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode};
+use fusiond::face::{FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -90,8 +90,7 @@ pub fn run(args: Args) -> Result<()> {
             })
         })?,
     ));
-    let every_frame = LiveSettings { detect_interval: Duration::ZERO, blend: Blend::FULL, selector: SelectorMode::One };
-    let mut live = LivePipeline::new(p, every_frame);
+    let mut live = LivePipeline::new(p, LiveSettings::still(SelectorMode::One));
     rows.push((
         "whole frame".to_string(),
         median_ms(args.runs, || {

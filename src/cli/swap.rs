@@ -4,7 +4,7 @@ use crate::face::{
 };
 use anyhow::{Context, Result};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 fn parse_selector(s: &str) -> Result<SelectorMode, String> {
     SelectorMode::parse(s).ok_or_else(|| format!("`{s}` is not one, many or reference"))
@@ -64,7 +64,7 @@ pub fn run(args: Args) -> Result<()> {
         _ => None,
     };
     // A still image: detect on its one frame.
-    let settings = LiveSettings { detect_interval: Duration::ZERO, blend, selector: args.selector };
+    let settings = LiveSettings { blend, ..LiveSettings::still(args.selector) };
     let mut pipeline = LivePipeline::new(fusion, settings);
     if let Some(r) = reference {
         pipeline.lock_reference(r, args.reference_distance);

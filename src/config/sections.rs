@@ -3,7 +3,7 @@
 //! means the key may be left out, and leaving it out means something (the
 //! doc line says what).
 
-use crate::face::{Blend, SelectorMode};
+use crate::face::{Blend, SelectorMode, SmoothSettings};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -214,6 +214,12 @@ pub struct PipelineConfig {
     /// Swap strength at start, 0..=100.
     pub blend: Blend,
     pub selector: SelectorMode,
+    /// `one`: another face must have this much more area (0.2 = 20 %)...
+    pub selector_margin: f32,
+    /// ...for this long before `one` switches to it.
+    pub selector_hold_ms: u64,
+    /// Temporal smoothing and prediction of each tracked face.
+    pub smoothing: SmoothSettings,
     /// Source identity at start: an image path or a face bank name; unset
     /// means none (frames are analysed, not swapped, until one is set).
     pub source: Option<String>,
@@ -232,6 +238,9 @@ impl Default for PipelineConfig {
             detect_interval_ms: 80,
             blend: Blend::FULL,
             selector: SelectorMode::One,
+            selector_margin: 0.2,
+            selector_hold_ms: 1000,
+            smoothing: SmoothSettings::default(),
             source: None,
             state_dir: PathBuf::from("/var/lib/fusiond/state"),
             source_cache: 16,
@@ -249,7 +258,10 @@ impl PipelineConfig {
         if self.source_cache == 0 || self.max_source_bytes == 0 || self.max_source_pixels == 0 {
             return bad("pipeline: source_cache, max_source_bytes and max_source_pixels must be > 0");
         }
-        Ok(())
+        if !(self.selector_margin.is_finite() && (0.0..=10.0).contains(&self.selector_margin)) {
+            return bad(format!("pipeline.selector_margin {} must be within 0..=10", self.selector_margin));
+        }
+        self.smoothing.validate()
     }
 }
 

@@ -31,7 +31,6 @@ pub use camera::{CameraEvent, Health, SourceFactory};
 pub use notify::Notifier;
 pub use settings::DaemonSettings;
 pub use stages::fusion_pipeline;
-pub use worker::encode_jpeg;
 
 use crate::capture::LatestFrame;
 use crate::config::Config;

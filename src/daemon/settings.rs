@@ -7,6 +7,7 @@ use super::camera::{Health, SourceFactory};
 use crate::capture::{FrameSource, SequenceSource, V4l2Source};
 use crate::config::{CameraConfig, Config, SourceKind};
 use crate::control;
+use crate::face::{SmoothSettings, StickySettings};
 use crate::mqtt::{CommandLimits, LinkSettings, Topics};
 use anyhow::{anyhow, Context, Result};
 use std::path::{Path, PathBuf};
@@ -20,6 +21,9 @@ const RELOADABLE: &[&str] = &[
     "tier",
     "inference",
     "pipeline.detect_interval_ms",
+    "pipeline.selector_margin",
+    "pipeline.selector_hold_ms",
+    "pipeline.smoothing",
     "pipeline.max_source_bytes",
     "pipeline.max_source_pixels",
     "output.frames",
@@ -113,6 +117,8 @@ impl DaemonSettings {
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerConfig {
     pub detect_interval: Duration,
+    pub smoothing: SmoothSettings,
+    pub sticky: StickySettings,
     pub jpeg_quality: u8,
     /// Publishing frames at all (`output.frames`).
     pub frames: bool,
@@ -122,6 +128,11 @@ impl WorkerConfig {
     pub fn from_config(config: &Config) -> WorkerConfig {
         WorkerConfig {
             detect_interval: Duration::from_millis(config.pipeline.detect_interval_ms),
+            smoothing: config.pipeline.smoothing,
+            sticky: StickySettings {
+                margin: config.pipeline.selector_margin,
+                hold: Duration::from_millis(config.pipeline.selector_hold_ms),
+            },
             jpeg_quality: config.output.jpeg_quality,
             frames: config.output.frames,
         }

@@ -12,24 +12,12 @@ use crate::control::Settings;
 use crate::face::{FrameReport, LivePipeline, LiveSettings, StageTimings};
 use crate::mqtt::{Event, FaceOut, FacesMessage, Message, Outbox, Stage, TimingsOut, Topics};
 use crate::store::TierModels;
-use crate::vision::RgbImage;
+use crate::vision::{encode_jpeg, RgbImage};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 fn ms(d: Duration) -> f32 {
     d.as_secs_f32() * 1e3
-}
-
-/// Encodes `img` as a baseline JPEG.
-pub fn encode_jpeg(img: &RgbImage, quality: u8) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(img.len() / 8);
-    let (w, h) = img.dimensions();
-    if w > u16::MAX as u32 || h > u16::MAX as u32 {
-        return Err(format!("{w}x{h} is too large for JPEG"));
-    }
-    let encoder = jpeg_encoder::Encoder::new(&mut out, quality);
-    encoder.encode(img.as_raw(), w as u16, h as u16, jpeg_encoder::ColorType::Rgb).map_err(|e| e.to_string())?;
-    Ok(out)
 }
 
 pub struct Worker<'a> {
@@ -58,6 +46,8 @@ impl State {
             detect_interval: config.detect_interval,
             blend: settings.blend,
             selector: settings.selector,
+            smoothing: config.smoothing,
+            sticky: config.sticky,
         };
         Ok(State {
             live: LivePipeline::new(fusion_pipeline(models).map_err(|e| e.to_string())?, live),
@@ -102,6 +92,7 @@ impl State {
         }
         if let Some(c) = p.config {
             self.live.set_detect_interval(c.detect_interval);
+            self.live.set_tracking(c.smoothing, c.sticky);
             self.config = c;
         }
         self.snapshot |= p.snapshot;
@@ -195,9 +186,16 @@ fn faces_message<'a>(
     let faces = r
         .faces
         .iter()
-        .zip(&r.ids)
+        .zip(r.ids.iter().zip(&r.ages))
         .enumerate()
-        .map(|(i, (f, id))| FaceOut { id: *id, bbox: f.bbox, score: f.score, swapped: r.swapped.contains(&i) })
+        .map(|(i, (f, (id, age)))| FaceOut {
+            id: *id,
+            bbox: f.bbox,
+            score: f.score,
+            landmarks: f.landmarks,
+            age: *age,
+            swapped: r.swapped.contains(&i),
+        })
         .collect();
     let t: &StageTimings = &r.timings;
     FacesMessage {

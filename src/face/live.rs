@@ -1,13 +1,14 @@
 //! The per-frame path of a live stream, the one the daemon, the benchmarks
 //! and the command line all run: detection at most every
-//! `detect_interval` (faces are tracked by IoU in between), selection with
-//! the reference lock, then the swap stages of [`FusionPipeline`].
+//! `detect_interval`, tracks smoothed and, between detections, predicted;
+//! selection that sticks to its face (or its reference identity), then the
+//! swap stages of [`FusionPipeline`].
 //!
 //! Time comes in as an argument, so the cadence is testable without sleeps.
 
 use super::{
-    largest, Blend, Embedding, Face, FusionPipeline, Result, Selector, SelectorMode, StageTimings, Tracked, Tracker,
-    REFERENCE_DISTANCE,
+    largest, Blend, Embedding, Face, FusionPipeline, Result, Selector, SelectorMode, SmoothSettings, StageTimings,
+    Sticky, StickySettings, Tracked, Tracker, REFERENCE_DISTANCE,
 };
 use crate::vision::RgbImage;
 use serde::Serialize;
@@ -22,6 +23,8 @@ pub struct FrameReport {
     pub faces: Vec<Face>,
     /// Track id of each face.
     pub ids: Vec<u64>,
+    /// Frames each face's track has been live.
+    pub ages: Vec<u64>,
     /// Indices into `faces` that were swapped.
     pub swapped: Vec<usize>,
     pub timings: StageTimings,
@@ -34,6 +37,21 @@ pub struct LiveSettings {
     pub detect_interval: Duration,
     pub blend: Blend,
     pub selector: SelectorMode,
+    pub smoothing: SmoothSettings,
+    pub sticky: StickySettings,
+}
+
+impl LiveSettings {
+    /// For still images: detect on every frame, no smoothing, full blend.
+    pub fn still(selector: SelectorMode) -> LiveSettings {
+        LiveSettings {
+            detect_interval: Duration::ZERO,
+            blend: Blend::FULL,
+            selector,
+            smoothing: SmoothSettings::OFF,
+            sticky: StickySettings::default(),
+        }
+    }
 }
 
 /// Cadence, tracking and selection over the swap stages.
@@ -41,7 +59,11 @@ pub struct LivePipeline {
     fusion: FusionPipeline,
     settings: LiveSettings,
     tracker: Tracker,
+    /// The tracks of the last detection, predicted to the current frame.
     tracks: Vec<Tracked>,
+    sticky: Sticky,
+    /// The clock's origin: track filters run on seconds since it.
+    epoch: Option<Instant>,
     last_detect: Option<Instant>,
     /// Lock onto the largest face on the next frame (mode `reference`).
     want_reference: bool,
@@ -54,8 +76,10 @@ impl LivePipeline {
         let mut live = LivePipeline {
             fusion,
             settings: LiveSettings { selector: SelectorMode::One, ..settings },
-            tracker: Tracker::default(),
+            tracker: Tracker::new(settings.smoothing),
             tracks: Vec::new(),
+            sticky: Sticky::new(settings.sticky),
+            epoch: None,
             last_detect: None,
             want_reference: false,
         };
@@ -92,6 +116,14 @@ impl LivePipeline {
         self.settings.detect_interval = every;
     }
 
+    /// New smoothing and stickiness; the tracks and the chosen face stay.
+    pub fn set_tracking(&mut self, smoothing: SmoothSettings, sticky: StickySettings) {
+        self.settings.smoothing = smoothing;
+        self.settings.sticky = sticky;
+        self.tracker.smoothing = smoothing;
+        self.sticky.settings = sticky;
+    }
+
     /// `reference` locks onto the person who is the largest face on the
     /// next frame; choosing it again while locked keeps the lock.
     pub fn set_selector(&mut self, mode: SelectorMode) {
@@ -124,29 +156,57 @@ impl LivePipeline {
         self.fusion.clear_source();
     }
 
-    /// Detects when due, tracks, selects and swaps `frame` in place.
+    /// Detects when due (else predicts the tracks), selects and swaps
+    /// `frame` in place.
     pub fn process(&mut self, frame: &mut RgbImage, now: Instant) -> Result<FrameReport> {
+        let t = now.saturating_duration_since(*self.epoch.get_or_insert(now)).as_secs_f64();
         let mut detect = Duration::ZERO;
         let due = self.last_detect.is_none_or(|t| now.saturating_duration_since(t) >= self.settings.detect_interval);
         if due {
-            let t = Instant::now();
+            let started = Instant::now();
             let faces = self.fusion.detector.detect(frame)?;
-            detect = t.elapsed();
-            self.tracks = self.tracker.update(&faces);
+            detect = started.elapsed();
+            self.tracks = self.tracker.update(&faces, t);
             self.last_detect = Some(now);
+        } else {
+            self.tracker.predict(&mut self.tracks, t);
         }
         let faces: Vec<Face> = self.tracks.iter().map(|t| t.face.clone()).collect();
+        let ids: Vec<u64> = self.tracks.iter().map(|t| t.id).collect();
         if self.want_reference {
             if let Some(i) = largest(&faces) {
                 let reference = self.fusion.recognizer.embed(frame, &faces[i].landmarks)?;
                 self.lock_reference(reference, REFERENCE_DISTANCE);
             }
         }
-        let (swapped, t) = self.fusion.fuse(frame, &faces)?;
+        let (swapped, t) = self.swap(frame, &faces, &ids, now)?;
         let detector_inference = if due { self.fusion.detector.last_inference } else { Duration::ZERO };
         let timings =
             StageTimings { detect, inference: t.inference + detector_inference, total: t.total + detect, ..t };
-        let ids = self.tracks.iter().map(|t| t.id).collect();
-        Ok(FrameReport { detected: due, faces, ids, swapped, timings })
+        let ages = self.tracks.iter().map(|t| t.age).collect();
+        Ok(FrameReport { detected: due, faces, ids, ages, swapped, timings })
+    }
+
+    /// `one` swaps the face it sticks to; the other modes select in the
+    /// swap stages.
+    fn swap(
+        &mut self,
+        frame: &mut RgbImage,
+        faces: &[Face],
+        ids: &[u64],
+        now: Instant,
+    ) -> Result<(Vec<usize>, StageTimings)> {
+        if self.settings.selector != SelectorMode::One {
+            return self.fusion.fuse(frame, faces);
+        }
+        let tracker = &self.tracker;
+        let alive = |id: u64| tracker.tracks().iter().any(|t| t.id == id);
+        match self.sticky.pick(faces, ids, alive, now) {
+            Some(i) => {
+                let (swapped, t) = self.fusion.fuse(frame, &faces[i..=i])?;
+                Ok((swapped.iter().map(|_| i).collect(), t))
+            }
+            None => self.fusion.fuse(frame, &[]),
+        }
     }
 }

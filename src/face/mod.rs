@@ -9,6 +9,8 @@ mod live;
 mod pipeline;
 mod recognize;
 mod select;
+pub mod smooth;
+pub mod stability;
 mod swap;
 mod track;
 
@@ -17,7 +19,8 @@ pub use enhance::Enhancer;
 pub use live::{FrameReport, LivePipeline, LiveSettings};
 pub use pipeline::{FusionPipeline, PipelineSettings, StageTimings};
 pub use recognize::{Embedding, Recognizer};
-pub use select::{Blend, Selector, SelectorMode, REFERENCE_DISTANCE};
+pub use select::{Blend, Selector, SelectorMode, Sticky, StickySettings, REFERENCE_DISTANCE};
+pub use smooth::SmoothSettings;
 pub use swap::{MaskSettings, Swapper};
 pub use track::{Tracked, Tracker};
 

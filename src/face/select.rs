@@ -4,6 +4,7 @@
 
 use super::{Embedding, Face};
 use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
 
 /// FaceFusion's default reference distance.
 pub const REFERENCE_DISTANCE: f32 = 0.3;
@@ -80,6 +81,71 @@ impl From<Blend> for f32 {
     }
 }
 
+/// When `one` lets go of the face it swaps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StickySettings {
+    /// Another face must be this much larger (0.2 = 20 % more area)...
+    pub margin: f32,
+    /// ...for this long before `one` switches to it.
+    pub hold: Duration,
+}
+
+impl Default for StickySettings {
+    fn default() -> Self {
+        StickySettings { margin: 0.2, hold: Duration::from_secs(1) }
+    }
+}
+
+/// `one` over a stream: keeps the track it chose for as long as it lives,
+/// and switches only to a face that stays clearly larger.
+#[derive(Debug, Clone, Default)]
+pub struct Sticky {
+    pub settings: StickySettings,
+    chosen: Option<u64>,
+    /// A clearly larger face, and since when it has been.
+    challenger: Option<(u64, Instant)>,
+}
+
+impl Sticky {
+    pub fn new(settings: StickySettings) -> Sticky {
+        Sticky { settings, ..Sticky::default() }
+    }
+
+    /// The track `one` swaps now, if any.
+    pub fn chosen(&self) -> Option<u64> {
+        self.chosen
+    }
+
+    /// Index into `faces` (track ids `ids`) of the face to swap. `alive`
+    /// says whether a track still lives; a chosen track that lives but was
+    /// not seen in this frame keeps its place and nothing is swapped.
+    pub fn pick(&mut self, faces: &[Face], ids: &[u64], alive: impl Fn(u64) -> bool, now: Instant) -> Option<usize> {
+        let largest = super::largest(faces)?;
+        let Some(chosen) = self.chosen.filter(|c| alive(*c)) else {
+            self.chosen = Some(ids[largest]);
+            self.challenger = None;
+            return Some(largest);
+        };
+        let at = ids.iter().position(|id| *id == chosen)?;
+        let bigger = faces[largest].area() > faces[at].area() * (1.0 + self.settings.margin);
+        if !bigger || largest == at {
+            self.challenger = None;
+            return Some(at);
+        }
+        let since = match self.challenger {
+            Some((id, since)) if id == ids[largest] => since,
+            _ => now,
+        };
+        if now.saturating_duration_since(since) >= self.settings.hold {
+            self.chosen = Some(ids[largest]);
+            self.challenger = None;
+            return Some(largest);
+        }
+        self.challenger = Some((ids[largest], since));
+        Some(at)
+    }
+}
+
 /// Face selection as the pipeline runs it.
 #[derive(Debug, Clone)]
 pub enum Selector {
@@ -138,6 +204,32 @@ mod tests {
         let sel = Selector::Reference { reference: r, max_distance: 0.3 };
         assert_eq!(sel.select(&[face(1.0), face(2.0)], &[far.clone(), near]), vec![1]);
         assert!(sel.select(&[face(1.0)], &[far]).is_empty());
+    }
+
+    #[test]
+    fn one_keeps_its_face_until_another_stays_clearly_larger() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut s = Sticky::new(StickySettings { margin: 0.2, hold: Duration::from_millis(500) });
+        let alive = |_| true;
+        assert_eq!(s.pick(&[face(10.0), face(9.0)], &[1, 2], alive, at(0)), Some(0));
+        // Similar sizes trade places: no switch.
+        assert_eq!(s.pick(&[face(10.0), face(10.5)], &[1, 2], alive, at(100)), Some(0));
+        // Clearly larger, but not for long enough yet.
+        assert_eq!(s.pick(&[face(10.0), face(12.0)], &[1, 2], alive, at(200)), Some(0));
+        assert_eq!(s.pick(&[face(10.0), face(12.0)], &[1, 2], alive, at(600)), Some(0));
+        assert_eq!(s.pick(&[face(10.0), face(12.0)], &[1, 2], alive, at(700)), Some(1));
+        assert_eq!(s.chosen(), Some(2));
+    }
+
+    #[test]
+    fn one_switches_when_its_track_ends_and_waits_while_it_is_only_missed() {
+        let t = Instant::now();
+        let mut s = Sticky::default();
+        assert_eq!(s.pick(&[face(10.0), face(9.0)], &[1, 2], |_| true, t), Some(0));
+        assert_eq!(s.pick(&[face(9.0)], &[2], |_| true, t), None, "track 1 lives: nothing else is swapped");
+        assert_eq!(s.pick(&[face(9.0)], &[2], |id| id != 1, t), Some(0), "track 1 ended");
+        assert_eq!(s.chosen(), Some(2));
     }
 
     #[test]

@@ -94,10 +94,16 @@ impl SourceState<'_> {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FaceOut {
+    /// The track id.
     pub id: u64,
     #[serde(rename = "box")]
     pub bbox: [f32; 4],
     pub score: f32,
+    /// The 5 smoothed landmarks: left eye, right eye, nose tip, left and
+    /// right mouth corner.
+    pub landmarks: [[f32; 2]; 5],
+    /// Frames the track has been live.
+    pub age: u64,
     pub swapped: bool,
 }
 

@@ -5,6 +5,7 @@
 mod affine;
 mod convert;
 mod draw;
+mod jpeg;
 mod mask;
 mod resize;
 mod template;
@@ -13,6 +14,7 @@ mod tensor;
 pub use affine::{estimate_similarity, warp_affine_into, Affine};
 pub use convert::{nv12_to_rgb, rgb_to_yuyv, yuyv_to_rgb, ConvertError};
 pub use draw::{draw_circle, draw_rect};
+pub use jpeg::encode_jpeg;
 pub use mask::{box_mask, gaussian_blur, paste_back, paste_region};
 pub use resize::{resize_into, Resizer};
 pub use template::Template;

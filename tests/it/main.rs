@@ -10,6 +10,7 @@ mod engines;
 mod face_core;
 mod harness;
 mod int8;
+mod stability;
 mod store;
 mod systemd;
 mod util;

@@ -61,7 +61,7 @@ fn catalog(c: &Config) -> fusiond::catalog::Catalog {
 /// The daemon's pipeline over `models`, detecting on every frame.
 fn live(models: &fusiond::store::TierModels) -> LivePipeline {
     let fusion = fusiond::daemon::fusion_pipeline(models).unwrap();
-    LivePipeline::new(fusion, crate::util::every_frame(SelectorMode::Many))
+    LivePipeline::new(fusion, fusiond::face::LiveSettings::still(SelectorMode::Many))
 }
 
 const FAST: (&str, &[&str]) = ("fast", &["scrfd_500m", "arcface_fr", "latent_color_swapper"]);

@@ -1,5 +1,5 @@
 use fusiond::face::{
-    Blend, Detector, Enhancer, FusionPipeline, LivePipeline, LiveSettings, MaskSettings, PipelineSettings, Recognizer,
+    Detector, Enhancer, FusionPipeline, LivePipeline, LiveSettings, MaskSettings, PipelineSettings, Recognizer,
     SelectorMode, Swapper,
 };
 use fusiond::infer::TractBackend;
@@ -148,13 +148,8 @@ impl Models {
             self.swapper(swapper),
             PipelineSettings::default(),
         );
-        LivePipeline::new(fusion, every_frame(selector))
+        LivePipeline::new(fusion, LiveSettings::still(selector))
     }
-}
-
-/// Live settings for still images: the detector runs on every frame.
-pub fn every_frame(selector: SelectorMode) -> LiveSettings {
-    LiveSettings { detect_interval: std::time::Duration::ZERO, blend: Blend::FULL, selector }
 }
 
 pub fn catalog() -> Models {
