@@ -5,6 +5,7 @@ mod capture;
 mod cli;
 mod daemon;
 mod daemon_config;
+mod daemon_pixels;
 #[cfg(feature = "ort")]
 mod engines;
 mod face_core;
