@@ -2,7 +2,7 @@
 //! retained states to publish and the actions for the pipeline out. A
 //! refused command changes nothing and yields only an error.
 
-use crate::face::{Blend, SelectorMode};
+use crate::face::{Blend, MaskSettings, SelectorMode};
 use crate::mqtt::{parse, Command, CommandError, CommandLimits, SourceCommand};
 
 /// The settings commands can change, as echoed on `<feature>/state`.
@@ -15,6 +15,10 @@ pub struct Settings {
     pub selector: SelectorMode,
     /// Frames per second on `frame`; 0 is off.
     pub frame_rate: f32,
+    /// The paste's box mask: blur and padding.
+    pub mask: MaskSettings,
+    /// `reference`: largest face distance that is still the person.
+    pub reference_distance: f32,
     /// The source state as published (JSON naming the active identity and
     /// the face bank), once a source is set.
     pub source: Option<String>,
@@ -51,6 +55,11 @@ fn on_off(b: bool) -> String {
     if b { "ON" } else { "OFF" }.to_string()
 }
 
+/// `top,right,bottom,left`, as the command takes it.
+fn padding_state(p: &[f32; 4]) -> String {
+    p.iter().map(|v| format!("{v}")).collect::<Vec<_>>().join(",")
+}
+
 impl Control {
     pub fn new(settings: Settings, limits: CommandLimits) -> Self {
         Control { settings, limits }
@@ -69,6 +78,9 @@ impl Control {
             Effect::State { feature: "blend", value: format!("{}", s.blend.percent()) },
             Effect::State { feature: "selector", value: s.selector.to_string() },
             Effect::State { feature: "frame_rate", value: format!("{}", s.frame_rate) },
+            Effect::State { feature: "mask_blur", value: format!("{}", s.mask.blur) },
+            Effect::State { feature: "mask_padding", value: padding_state(&s.mask.padding) },
+            Effect::State { feature: "reference_distance", value: format!("{}", s.reference_distance) },
         ];
         if let Some(name) = &s.source {
             out.push(Effect::State { feature: "source", value: name.clone() });
@@ -102,6 +114,18 @@ impl Control {
             Command::FrameRate(fps) => {
                 s.frame_rate = fps;
                 vec![Effect::Reconfigure, Effect::State { feature: "frame_rate", value: format!("{fps}") }]
+            }
+            Command::MaskBlur(v) => {
+                s.mask.blur = v;
+                vec![Effect::Reconfigure, Effect::State { feature: "mask_blur", value: format!("{v}") }]
+            }
+            Command::MaskPadding(p) => {
+                s.mask.padding = p;
+                vec![Effect::Reconfigure, Effect::State { feature: "mask_padding", value: padding_state(&p) }]
+            }
+            Command::ReferenceDistance(d) => {
+                s.reference_distance = d;
+                vec![Effect::Reconfigure, Effect::State { feature: "reference_distance", value: format!("{d}") }]
             }
             // The source's state is published once the identity is computed.
             Command::Source(src) => vec![Effect::SetSource(src)],
@@ -141,6 +165,8 @@ mod tests {
             blend: Blend::FULL,
             selector: SelectorMode::One,
             frame_rate: 5.0,
+            mask: MaskSettings::default(),
+            reference_distance: 0.3,
             source: None,
         };
         let limits = CommandLimits { tiers: vec!["fast".into(), "quality".into()], ..CommandLimits::default() };
@@ -162,13 +188,29 @@ mod tests {
         assert_eq!(c.settings().blend.percent(), 40.0);
         c.handle("enabled", b"OFF");
         assert!(!c.settings().enabled);
+        assert_eq!(
+            c.handle("mask_padding", b"10, 0,5,0"),
+            vec![Effect::Reconfigure, Effect::State { feature: "mask_padding", value: "10,0,5,0".into() }]
+        );
+        c.handle("mask_blur", b"0.5");
+        c.handle("reference_distance", b"0.2");
+        assert_eq!((c.settings().mask.blur, c.settings().reference_distance), (0.5, 0.2));
     }
 
     #[test]
     fn a_refused_command_changes_nothing() {
         let mut c = control();
         let before = c.settings().clone();
-        for (f, p) in [("blend", &b"900"[..]), ("quality", b"turbo"), ("enabled", b"\xff"), ("nope", b"1")] {
+        let bad: [(&str, &[u8]); 7] = [
+            ("blend", b"900"),
+            ("quality", b"turbo"),
+            ("enabled", b"\xff"),
+            ("nope", b"1"),
+            ("mask_blur", b"1.5"),
+            ("mask_padding", b"10,10"),
+            ("reference_distance", b"-0.1"),
+        ];
+        for (f, p) in bad {
             let effects = c.handle(f, p);
             assert!(matches!(effects.as_slice(), [Effect::Error(_)]), "{f}: {effects:?}");
         }
@@ -178,7 +220,7 @@ mod tests {
     #[test]
     fn retained_states_cover_every_setting_and_the_source_once_set() {
         let mut c = control();
-        assert_eq!(c.retained().len(), 5);
+        assert_eq!(c.retained().len(), 8);
         assert_eq!(c.handle("source", b"alice"), vec![Effect::SetSource(SourceCommand::Named("alice".into()))]);
         assert_eq!(c.settings().source, None, "not set until the daemon computed it");
         c.source_set("alice");

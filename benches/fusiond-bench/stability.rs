@@ -9,7 +9,7 @@ use fusiond::capture::pan::{Pan, Segment};
 use fusiond::cli::{load_image, swapper, ModelArgs};
 use fusiond::face::stability::{evaluate, flips_by_order, persons, record, FrameRecord, Report};
 use fusiond::face::{
-    Blend, FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode, SmoothSettings, StickySettings,
+    FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode, SmoothSettings, StickySettings,
 };
 use fusiond::store::Loader;
 use fusiond::vision::{Affine, RgbImage};
@@ -69,10 +69,8 @@ impl Args {
 fn modes(every: Duration, smoothing: SmoothSettings) -> [(&'static str, LiveSettings); 4] {
     let base = LiveSettings {
         detect_interval: every,
-        blend: Blend::FULL,
-        selector: SelectorMode::One,
-        smoothing: SmoothSettings::OFF,
         sticky: StickySettings { margin: 0.0, hold: Duration::ZERO },
+        ..LiveSettings::still(SelectorMode::One)
     };
     let smooth = LiveSettings { smoothing, sticky: StickySettings::default(), ..base };
     [

@@ -3,7 +3,7 @@
 //! means the key may be left out, and leaving it out means something (the
 //! doc line says what).
 
-use crate::face::{Blend, SelectorMode, SmoothSettings};
+use crate::face::{Blend, MaskSettings, SelectorMode, SmoothSettings};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -220,6 +220,13 @@ pub struct PipelineConfig {
     pub selector_hold_ms: u64,
     /// Temporal smoothing and prediction of each tracked face.
     pub smoothing: SmoothSettings,
+    /// `reference`: largest face distance ((1 - cos)/2) that is still the
+    /// person, at start.
+    pub reference_distance: f32,
+    /// The paste's box mask at start: blur (0..=1, a fraction of half the
+    /// crop) and padding per side in percent (top, right, bottom, left).
+    pub mask_blur: f32,
+    pub mask_padding: [f32; 4],
     /// Source identity at start: an image path or a face bank name; unset
     /// means none (frames are analysed, not swapped, until one is set).
     pub source: Option<String>,
@@ -241,6 +248,9 @@ impl Default for PipelineConfig {
             selector_margin: 0.2,
             selector_hold_ms: 1000,
             smoothing: SmoothSettings::default(),
+            reference_distance: 0.3,
+            mask_blur: 0.3,
+            mask_padding: [0.0; 4],
             source: None,
             state_dir: PathBuf::from("/var/lib/fusiond/state"),
             source_cache: 16,
@@ -257,6 +267,12 @@ impl PipelineConfig {
         }
         if self.source_cache == 0 || self.max_source_bytes == 0 || self.max_source_pixels == 0 {
             return bad("pipeline: source_cache, max_source_bytes and max_source_pixels must be > 0");
+        }
+        if !(MaskSettings { blur: self.mask_blur, padding: self.mask_padding }).is_valid() {
+            return bad("pipeline: mask_blur must be within 0..=1 and each mask_padding within 0..=100");
+        }
+        if !(0.0..=1.0).contains(&self.reference_distance) {
+            return bad(format!("pipeline.reference_distance {} must be within 0..=1", self.reference_distance));
         }
         if !(self.selector_margin.is_finite() && (0.0..=10.0).contains(&self.selector_margin)) {
             return bad(format!("pipeline.selector_margin {} must be within 0..=10", self.selector_margin));

@@ -85,6 +85,8 @@ mod tests {
             blend: Blend::new(blend).unwrap(),
             selector: SelectorMode::One,
             frame_rate: 5.0,
+            mask: Default::default(),
+            reference_distance: 0.3,
             source: None,
         }
     }

@@ -7,7 +7,7 @@ use super::camera::{Health, SourceFactory};
 use crate::capture::{FrameSource, SequenceSource, V4l2Source};
 use crate::config::{CameraConfig, Config, SourceKind};
 use crate::control;
-use crate::face::{SmoothSettings, StickySettings};
+use crate::face::{MaskSettings, SmoothSettings, StickySettings};
 use crate::mqtt::{CommandLimits, LinkSettings, Topics};
 use anyhow::{anyhow, Context, Result};
 use std::path::{Path, PathBuf};
@@ -70,6 +70,8 @@ impl DaemonSettings {
                 blend: config.pipeline.blend,
                 selector: config.pipeline.selector,
                 frame_rate: if o.frames { o.frame_rate } else { 0.0 },
+                mask: MaskSettings { blur: config.pipeline.mask_blur, padding: config.pipeline.mask_padding },
+                reference_distance: config.pipeline.reference_distance,
                 source: None,
             },
             stats_interval: Duration::from_secs(o.stats_interval_s),

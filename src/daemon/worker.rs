@@ -48,6 +48,8 @@ impl State {
             selector: settings.selector,
             smoothing: config.smoothing,
             sticky: config.sticky,
+            reference_distance: settings.reference_distance,
+            mask: settings.mask,
         };
         Ok(State {
             live: LivePipeline::new(fusion_pipeline(models).map_err(|e| e.to_string())?, live),
@@ -89,6 +91,8 @@ impl State {
             self.frame_rate = s.frame_rate;
             self.live.set_blend(s.blend);
             self.live.set_selector(s.selector);
+            self.live.set_mask(s.mask);
+            self.live.set_reference_distance(s.reference_distance);
         }
         if let Some(c) = p.config {
             self.live.set_detect_interval(c.detect_interval);

@@ -5,7 +5,7 @@ use super::aligned::AlignedModel;
 use super::{MaskSettings, Result};
 use crate::infer::Model;
 use crate::manifest::ModelEntry;
-use crate::vision::{box_mask, paste_back, unpack_nchw, RgbImage, Template};
+use crate::vision::{paste_back, unpack_nchw, RgbImage, Template};
 
 /// FaceFusion's default enhancer blend.
 pub const DEFAULT_BLEND: f32 = 0.8;
@@ -23,10 +23,15 @@ impl Enhancer {
         let [w, h] = entry.input_size;
         Ok(Enhancer {
             out: RgbImage::new(w, h),
-            mask: box_mask(w as usize, h as usize, mask.blur, mask.padding),
+            mask: mask.build(w, h),
             blend: DEFAULT_BLEND,
             model: AlignedModel::new(entry, model, None, Template::Ffhq512)?,
         })
+    }
+
+    /// Rebuilds the box mask with new settings.
+    pub fn set_mask(&mut self, mask: MaskSettings) {
+        self.mask = mask.build(self.out.width(), self.out.height());
     }
 
     /// Time the last run spent inside the inference engine.

@@ -7,8 +7,8 @@
 //! Time comes in as an argument, so the cadence is testable without sleeps.
 
 use super::{
-    largest, Blend, Embedding, Face, FusionPipeline, Result, Selector, SelectorMode, SmoothSettings, StageTimings,
-    Sticky, StickySettings, Tracked, Tracker, REFERENCE_DISTANCE,
+    largest, Blend, Embedding, Face, FusionPipeline, MaskSettings, Result, Selector, SelectorMode, SmoothSettings,
+    StageTimings, Sticky, StickySettings, Tracked, Tracker, REFERENCE_DISTANCE,
 };
 use crate::vision::RgbImage;
 use serde::Serialize;
@@ -39,6 +39,9 @@ pub struct LiveSettings {
     pub selector: SelectorMode,
     pub smoothing: SmoothSettings,
     pub sticky: StickySettings,
+    /// `reference`: largest distance ((1 - cos)/2) that is still the person.
+    pub reference_distance: f32,
+    pub mask: MaskSettings,
 }
 
 impl LiveSettings {
@@ -50,6 +53,8 @@ impl LiveSettings {
             selector,
             smoothing: SmoothSettings::OFF,
             sticky: StickySettings::default(),
+            reference_distance: REFERENCE_DISTANCE,
+            mask: MaskSettings::default(),
         }
     }
 }
@@ -72,6 +77,7 @@ pub struct LivePipeline {
 impl LivePipeline {
     pub fn new(mut fusion: FusionPipeline, settings: LiveSettings) -> LivePipeline {
         fusion.settings.blend = settings.blend;
+        fusion.set_mask(settings.mask);
         fusion.settings.selector = Selector::One;
         let mut live = LivePipeline {
             fusion,
@@ -103,8 +109,24 @@ impl LivePipeline {
             fusion.set_source_embedding(source)?;
         }
         fusion.settings = self.fusion.settings.clone();
+        fusion.set_mask(self.settings.mask);
         self.fusion = fusion;
         Ok(())
+    }
+
+    pub fn set_mask(&mut self, mask: MaskSettings) {
+        if mask != self.settings.mask {
+            self.settings.mask = mask;
+            self.fusion.set_mask(mask);
+        }
+    }
+
+    /// The distance `reference` accepts, for the lock held now and later ones.
+    pub fn set_reference_distance(&mut self, d: f32) {
+        self.settings.reference_distance = d;
+        if let Selector::Reference { max_distance, .. } = &mut self.fusion.settings.selector {
+            *max_distance = d;
+        }
     }
 
     pub fn set_blend(&mut self, blend: Blend) {
@@ -176,7 +198,7 @@ impl LivePipeline {
         if self.want_reference {
             if let Some(i) = largest(&faces) {
                 let reference = self.fusion.recognizer.embed(frame, &faces[i].landmarks)?;
-                self.lock_reference(reference, REFERENCE_DISTANCE);
+                self.lock_reference(reference, self.settings.reference_distance);
             }
         }
         let (swapped, t) = self.swap(frame, &faces, &ids, now)?;

@@ -72,6 +72,14 @@ impl FusionPipeline {
         Ok(())
     }
 
+    /// New box-mask settings for the swapper and the enhancer.
+    pub fn set_mask(&mut self, mask: super::MaskSettings) {
+        self.swapper.set_mask(mask);
+        if let Some(e) = self.enhancer.as_mut() {
+            e.set_mask(mask);
+        }
+    }
+
     pub fn clear_source(&mut self) {
         self.source = None;
     }

@@ -8,7 +8,8 @@ use crate::infer::{Model, Tensor};
 use crate::manifest::{Contract, ModelEntry, LATENT_LEN};
 use crate::vision::{box_mask, paste_back, unpack_nchw, Affine, RgbImage, Template};
 
-/// Box-mask shape (FaceFusion's defaults: blur 0.3, no padding).
+/// Box-mask shape, with FaceFusion's meaning (defaults: blur 0.3, no
+/// padding).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MaskSettings {
     /// Fraction of half the crop width used as blur amount (0..1).
@@ -20,6 +21,18 @@ pub struct MaskSettings {
 impl Default for MaskSettings {
     fn default() -> Self {
         MaskSettings { blur: 0.3, padding: [0.0; 4] }
+    }
+}
+
+impl MaskSettings {
+    /// `blur` within 0..=1 and each padding within 0..=100.
+    pub fn is_valid(&self) -> bool {
+        (0.0..=1.0).contains(&self.blur) && self.padding.iter().all(|p| (0.0..=100.0).contains(p))
+    }
+
+    /// The mask of a `w`×`h` crop.
+    pub fn build(&self, w: u32, h: u32) -> Vec<f32> {
+        box_mask(w as usize, h as usize, self.blur, self.padding)
     }
 }
 
@@ -46,7 +59,7 @@ impl Swapper {
         let [w, h] = entry.input_size;
         Ok(Swapper {
             out: RgbImage::new(w, h),
-            mask: box_mask(w as usize, h as usize, mask.blur, mask.padding),
+            mask: mask.build(w, h),
             emap,
             model: AlignedModel::new(entry, model, Some("target"), Template::Arcface128)?,
         })
@@ -101,6 +114,11 @@ impl Swapper {
         let len = self.model.input_len();
         let unpack = |t: &Tensor| unpack_nchw(t.data(), channels, mean, std, out);
         self.model.run(frame, landmarks, &[("source", latent)], Some(len), unpack)
+    }
+
+    /// Rebuilds the box mask with new settings.
+    pub fn set_mask(&mut self, mask: MaskSettings) {
+        self.mask = mask.build(self.out.width(), self.out.height());
     }
 
     /// Pastes the last output crop into `frame` with the box mask, touching

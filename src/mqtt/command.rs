@@ -24,6 +24,12 @@ pub enum Command {
     Selector(SelectorMode),
     /// Frames per second published on `frame`; 0 switches frames off.
     FrameRate(f32),
+    /// Box-mask blur, 0..=1 (FaceFusion's face_mask_blur).
+    MaskBlur(f32),
+    /// Box-mask padding in percent: top, right, bottom, left.
+    MaskPadding([f32; 4]),
+    /// `reference`: largest face distance, 0..=1.
+    ReferenceDistance(f32),
     Snapshot,
     Reload,
     /// Stall the processing loop (tests of the systemd watchdog only).
@@ -78,6 +84,17 @@ fn number(s: &str, lo: f32, hi: f32, err: &dyn Fn(String) -> CommandError) -> Re
         return Err(err(format!("{v} is outside {lo}..={hi}")));
     }
     Ok(v)
+}
+
+/// `top,right,bottom,left` percentages (one number sets all four).
+fn padding(s: &str, err: &dyn Fn(String) -> CommandError) -> Result<[f32; 4], CommandError> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    let values = parts.iter().map(|p| number(p, 0.0, 100.0, err)).collect::<Result<Vec<f32>, _>>()?;
+    match values[..] {
+        [v] => Ok([v; 4]),
+        [t, r, b, l] => Ok([t, r, b, l]),
+        _ => Err(err(format!("`{s}` is not one percentage or four (top,right,bottom,left)"))),
+    }
 }
 
 /// Checks an image payload without decoding its pixels: the format by magic
@@ -172,6 +189,9 @@ pub fn parse(feature: &str, payload: &[u8], limits: &CommandLimits) -> Result<Co
                 .ok_or_else(|| err(format!("`{s}` is not one, many or reference")))
         }
         "frame_rate" => Ok(Command::FrameRate(number(text(payload, &err)?, 0.0, limits.max_frame_rate, &err)?)),
+        "mask_blur" => Ok(Command::MaskBlur(number(text(payload, &err)?, 0.0, 1.0, &err)?)),
+        "mask_padding" => padding(text(payload, &err)?, &err).map(Command::MaskPadding),
+        "reference_distance" => Ok(Command::ReferenceDistance(number(text(payload, &err)?, 0.0, 1.0, &err)?)),
         "snapshot" => Ok(Command::Snapshot),
         "reload" => Ok(Command::Reload),
         "stall" if limits.allow_stall => Ok(Command::Stall),
@@ -227,6 +247,10 @@ mod tests {
         assert_eq!(ok("blend", b"80"), Command::Blend(Blend::new(80.0).unwrap()));
         assert_eq!(ok("selector", b"many"), Command::Selector(SelectorMode::Many));
         assert_eq!(ok("frame_rate", b"0"), Command::FrameRate(0.0));
+        assert_eq!(ok("mask_blur", b"0.5"), Command::MaskBlur(0.5));
+        assert_eq!(ok("mask_padding", b"10"), Command::MaskPadding([10.0; 4]));
+        assert_eq!(ok("mask_padding", b"1, 2,3 ,4"), Command::MaskPadding([1.0, 2.0, 3.0, 4.0]));
+        assert_eq!(ok("reference_distance", b"0.25"), Command::ReferenceDistance(0.25));
         assert_eq!(ok("snapshot", b""), Command::Snapshot);
         assert_eq!(ok("reload", b"PRESS"), Command::Reload);
         assert_eq!(ok("source", b"alice"), Command::Source(SourceCommand::Named("alice".into())));
@@ -254,6 +278,11 @@ mod tests {
         assert!(refused("enabled", &[0xff, 0xfe]).contains("UTF-8"));
         assert!(refused("blend", &[b'1'; 1000]).contains("too long"));
         assert!(refused("launch", b"1").contains("unknown command"));
+        assert!(refused("mask_blur", b"2").contains("outside"));
+        assert!(refused("mask_padding", b"1,2,3").contains("four"));
+        assert!(refused("mask_padding", b"1,2,x,4").contains("not a number"));
+        assert!(refused("mask_padding", b"101").contains("outside"));
+        assert!(refused("reference_distance", b"NaN").contains("outside"));
     }
 
     #[test]

@@ -10,8 +10,19 @@
 //! | `<base>/<feature>/state` | out, retained | the applied value |
 
 /// Features that take commands on `<base>/<feature>/set`.
-pub const FEATURES: [&str; 8] =
-    ["enabled", "source", "quality", "blend", "selector", "frame_rate", "snapshot", "reload"];
+pub const FEATURES: [&str; 11] = [
+    "enabled",
+    "source",
+    "quality",
+    "blend",
+    "selector",
+    "frame_rate",
+    "mask_blur",
+    "mask_padding",
+    "reference_distance",
+    "snapshot",
+    "reload",
+];
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TopicError {

@@ -112,6 +112,10 @@ fn every_command_is_applied_or_refused_and_a_flood_changes_nothing() {
     applied("blend", b"40", "40");
     applied("selector", b"many", "many");
     applied("frame_rate", b"2", "2");
+    applied("mask_blur", b"0.5", "0.5");
+    applied("mask_padding", b"10", "10,10,10,10");
+    applied("mask_padding", b"0,0,0,0", "0,0,0,0");
+    applied("reference_distance", b"0.25", "0.25");
     applied("quality", b"quality", "quality");
     w.wait("events", *T, |m| m.json()["event"] == "tier_changed" && m.json()["tier"] == "quality");
     applied("quality", b"fast", "fast");
@@ -154,6 +158,9 @@ fn every_command_is_applied_or_refused_and_a_flood_changes_nothing() {
     refused("quality", b"turbo".to_vec(), "not a tier");
     refused("selector", b"all".to_vec(), "one, many or reference");
     refused("frame_rate", b"-1".to_vec(), "outside");
+    refused("mask_blur", b"3".to_vec(), "outside");
+    refused("mask_padding", b"1,2".to_vec(), "four");
+    refused("reference_distance", b"x".to_vec(), "not a number");
     refused("source", b"\x89PNG\r\n\x1a\nnot really".to_vec(), "cannot be read");
     refused("source", png_bomb(), "claims 100000x100000");
     refused("source", std::fs::read(shared("images/fr_biden.jpg")).unwrap(), "limit is 300000");

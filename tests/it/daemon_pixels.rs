@@ -1,8 +1,8 @@
 //! What the daemon publishes, looked at pixel by pixel: a camera that shows
 //! the same frame over and over, so every published frame can be compared
 //! with its input. The colour-painting contract swapper changes the swapped
-//! face and nothing far from it; `blend`, `enabled` and `frame_rate` do what
-//! they say.
+//! face and nothing far from it; `blend`, `mask_padding`, `enabled` and
+//! `frame_rate` do what they say.
 
 use crate::harness::{free_port, online, serial, slow, write_config, Daemon, Mosquitto, Watcher, T};
 use crate::util::shared;
@@ -51,7 +51,7 @@ fn applied(w: &Watcher, feature: &str, value: &str) {
 }
 
 #[test]
-fn the_swap_changes_the_swapped_face_only_and_blend_enabled_and_frame_rate_do_what_they_say() {
+fn the_swap_changes_the_swapped_face_only_and_blend_mask_enabled_and_frame_rate_do_what_they_say() {
     let _s = serial();
     let broker = Mosquitto::start(free_port());
     let dir = tempfile::tempdir().unwrap();
@@ -95,6 +95,11 @@ fn the_swap_changes_the_swapped_face_only_and_blend_enabled_and_frame_rate_do_wh
     applied(&w, "blend", "100");
     let face = mad(&next_frame(&w), &input, |x, y| inside(core, x, y));
     assert!(face > 8.0, "blend 100 swaps again: {face:.1}");
+    // A mask padded away on every side pastes nothing.
+    applied(&w, "mask_padding", "100,100,100,100");
+    let face = mad(&next_frame(&w), &input, |x, y| inside(core, x, y));
+    assert!(face < 3.0, "mask_padding 100 pastes nothing: {face:.1}");
+    applied(&w, "mask_padding", "0,0,0,0");
 
     applied(&w, "enabled", "OFF");
     let all = mad(&next_frame(&w), &input, |_, _| true);

@@ -7,7 +7,7 @@ use crate::util::{catalog, image};
 use fusiond::capture::pan::{Pan, Segment};
 use fusiond::face::stability::{evaluate, persons, record, FrameRecord, Report};
 use fusiond::face::{
-    Blend, FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode, SmoothSettings, StickySettings,
+    FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode, SmoothSettings, StickySettings,
 };
 use std::time::Duration;
 
@@ -38,10 +38,8 @@ fn smoothing_and_prediction_hold_faces_steadier_and_the_swap_never_changes_perso
     let pan = Pan::new(image("fr_two_people.jpg"), 30, 6);
     let old = LiveSettings {
         detect_interval: Duration::from_millis(80),
-        blend: Blend::FULL,
-        selector: SelectorMode::One,
-        smoothing: SmoothSettings::OFF,
         sticky: StickySettings { margin: 0.0, hold: Duration::ZERO },
+        ..LiveSettings::still(SelectorMode::One)
     };
     let new = LiveSettings { smoothing: SmoothSettings::default(), sticky: StickySettings::default(), ..old };
     let (before, after) = (run(old, &pan), run(new, &pan));
