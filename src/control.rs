@@ -2,7 +2,7 @@
 //! retained states to publish and the actions for the pipeline out. A
 //! refused command changes nothing and yields only an error.
 
-use crate::face::{Blend, MaskSettings, SelectorMode};
+use crate::face::{Blend, FaceOrder, MaskSettings, SelectorMode};
 use crate::mqtt::{parse, Command, CommandError, CommandLimits, SourceCommand};
 
 /// The settings commands can change, as echoed on `<feature>/state`.
@@ -13,6 +13,8 @@ pub struct Settings {
     pub quality: String,
     pub blend: Blend,
     pub selector: SelectorMode,
+    /// Which face `one` picks first.
+    pub face_order: FaceOrder,
     /// Frames per second on `frame`; 0 is off.
     pub frame_rate: f32,
     /// The paste's box mask: blur and padding.
@@ -77,6 +79,7 @@ impl Control {
             Effect::State { feature: "quality", value: s.quality.clone() },
             Effect::State { feature: "blend", value: format!("{}", s.blend.percent()) },
             Effect::State { feature: "selector", value: s.selector.to_string() },
+            Effect::State { feature: "face_order", value: s.face_order.to_string() },
             Effect::State { feature: "frame_rate", value: format!("{}", s.frame_rate) },
             Effect::State { feature: "mask_blur", value: format!("{}", s.mask.blur) },
             Effect::State { feature: "mask_padding", value: padding_state(&s.mask.padding) },
@@ -114,6 +117,10 @@ impl Control {
             Command::FrameRate(fps) => {
                 s.frame_rate = fps;
                 vec![Effect::Reconfigure, Effect::State { feature: "frame_rate", value: format!("{fps}") }]
+            }
+            Command::FaceOrder(o) => {
+                s.face_order = o;
+                vec![Effect::Reconfigure, Effect::State { feature: "face_order", value: o.to_string() }]
             }
             Command::MaskBlur(v) => {
                 s.mask.blur = v;
@@ -164,6 +171,7 @@ mod tests {
             quality: "fast".into(),
             blend: Blend::FULL,
             selector: SelectorMode::One,
+            face_order: FaceOrder::LargeSmall,
             frame_rate: 5.0,
             mask: MaskSettings::default(),
             reference_distance: 0.3,
@@ -220,7 +228,7 @@ mod tests {
     #[test]
     fn retained_states_cover_every_setting_and_the_source_once_set() {
         let mut c = control();
-        assert_eq!(c.retained().len(), 8);
+        assert_eq!(c.retained().len(), 9);
         assert_eq!(c.handle("source", b"alice"), vec![Effect::SetSource(SourceCommand::Named("alice".into()))]);
         assert_eq!(c.settings().source, None, "not set until the daemon computed it");
         c.source_set("alice");

@@ -3,7 +3,7 @@
 //! means the key may be left out, and leaving it out means something (the
 //! doc line says what).
 
-use crate::face::{Blend, MaskSettings, SelectorMode, SmoothSettings};
+use crate::face::{Blend, FaceOrder, MaskSettings, SelectorMode, SmoothSettings};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -214,6 +214,8 @@ pub struct PipelineConfig {
     /// Swap strength at start, 0..=100.
     pub blend: Blend,
     pub selector: SelectorMode,
+    /// Which face `one` picks first, at start.
+    pub face_order: FaceOrder,
     /// `one`: another face must have this much more area (0.2 = 20 %)...
     pub selector_margin: f32,
     /// ...for this long before `one` switches to it.
@@ -245,6 +247,7 @@ impl Default for PipelineConfig {
             detect_interval_ms: 80,
             blend: Blend::FULL,
             selector: SelectorMode::One,
+            face_order: FaceOrder::LargeSmall,
             selector_margin: 0.2,
             selector_hold_ms: 1000,
             smoothing: SmoothSettings::default(),

@@ -84,6 +84,7 @@ mod tests {
             quality: "fast".into(),
             blend: Blend::new(blend).unwrap(),
             selector: SelectorMode::One,
+            face_order: crate::face::FaceOrder::LargeSmall,
             frame_rate: 5.0,
             mask: Default::default(),
             reference_distance: 0.3,

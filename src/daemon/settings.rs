@@ -69,6 +69,7 @@ impl DaemonSettings {
                 quality: config.models.start_tier.clone(),
                 blend: config.pipeline.blend,
                 selector: config.pipeline.selector,
+                face_order: config.pipeline.face_order,
                 frame_rate: if o.frames { o.frame_rate } else { 0.0 },
                 mask: MaskSettings { blur: config.pipeline.mask_blur, padding: config.pipeline.mask_padding },
                 reference_distance: config.pipeline.reference_distance,

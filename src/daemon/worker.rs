@@ -50,6 +50,7 @@ impl State {
             sticky: config.sticky,
             reference_distance: settings.reference_distance,
             mask: settings.mask,
+            order: settings.face_order,
         };
         Ok(State {
             live: LivePipeline::new(fusion_pipeline(models).map_err(|e| e.to_string())?, live),
@@ -92,6 +93,7 @@ impl State {
             self.live.set_blend(s.blend);
             self.live.set_selector(s.selector);
             self.live.set_mask(s.mask);
+            self.live.set_face_order(s.face_order);
             self.live.set_reference_distance(s.reference_distance);
         }
         if let Some(c) = p.config {

@@ -7,8 +7,8 @@
 //! Time comes in as an argument, so the cadence is testable without sleeps.
 
 use super::{
-    largest, Blend, Embedding, Face, FusionPipeline, MaskSettings, Result, Selector, SelectorMode, SmoothSettings,
-    StageTimings, Sticky, StickySettings, Tracked, Tracker, REFERENCE_DISTANCE,
+    largest, Blend, Embedding, Face, FaceOrder, FusionPipeline, MaskSettings, Result, Selector, SelectorMode,
+    SmoothSettings, StageTimings, Sticky, StickySettings, Tracked, Tracker, REFERENCE_DISTANCE,
 };
 use crate::vision::RgbImage;
 use serde::Serialize;
@@ -42,6 +42,8 @@ pub struct LiveSettings {
     /// `reference`: largest distance ((1 - cos)/2) that is still the person.
     pub reference_distance: f32,
     pub mask: MaskSettings,
+    /// Which face `one` picks first.
+    pub order: FaceOrder,
 }
 
 impl LiveSettings {
@@ -55,6 +57,7 @@ impl LiveSettings {
             sticky: StickySettings::default(),
             reference_distance: REFERENCE_DISTANCE,
             mask: MaskSettings::default(),
+            order: FaceOrder::LargeSmall,
         }
     }
 }
@@ -84,7 +87,7 @@ impl LivePipeline {
             settings: LiveSettings { selector: SelectorMode::One, ..settings },
             tracker: Tracker::new(settings.smoothing),
             tracks: Vec::new(),
-            sticky: Sticky::new(settings.sticky),
+            sticky: Sticky::new(settings.sticky, settings.order),
             epoch: None,
             last_detect: None,
             want_reference: false,
@@ -112,6 +115,11 @@ impl LivePipeline {
         fusion.set_mask(self.settings.mask);
         self.fusion = fusion;
         Ok(())
+    }
+
+    pub fn set_face_order(&mut self, order: FaceOrder) {
+        self.settings.order = order;
+        self.sticky.order = order;
     }
 
     pub fn set_mask(&mut self, mask: MaskSettings) {
@@ -223,6 +231,7 @@ impl LivePipeline {
         }
         let tracker = &self.tracker;
         let alive = |id: u64| tracker.tracks().iter().any(|t| t.id == id);
+        self.sticky.center = [frame.width() as f32 / 2.0, frame.height() as f32 / 2.0];
         match self.sticky.pick(faces, ids, alive, now) {
             Some(i) => {
                 let (swapped, t) = self.fusion.fuse(frame, &faces[i..=i])?;

@@ -19,7 +19,7 @@ pub use enhance::Enhancer;
 pub use live::{FrameReport, LivePipeline, LiveSettings};
 pub use pipeline::{FusionPipeline, PipelineSettings, StageTimings};
 pub use recognize::{Embedding, Recognizer};
-pub use select::{Blend, Selector, SelectorMode, Sticky, StickySettings, REFERENCE_DISTANCE};
+pub use select::{Blend, FaceOrder, Selector, SelectorMode, Sticky, StickySettings, REFERENCE_DISTANCE};
 pub use smooth::SmoothSettings;
 pub use swap::{MaskSettings, Swapper};
 pub use track::{Tracked, Tracker};

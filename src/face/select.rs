@@ -81,6 +81,67 @@ impl From<Blend> for f32 {
     }
 }
 
+/// Which face `one` picks first (FaceFusion's face selector order).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaceOrder {
+    LeftRight,
+    RightLeft,
+    #[default]
+    LargeSmall,
+    SmallLarge,
+    BestWorst,
+    /// Closest to the frame's centre.
+    Center,
+}
+
+impl FaceOrder {
+    pub const ALL: [FaceOrder; 6] = [
+        FaceOrder::LeftRight,
+        FaceOrder::RightLeft,
+        FaceOrder::LargeSmall,
+        FaceOrder::SmallLarge,
+        FaceOrder::BestWorst,
+        FaceOrder::Center,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaceOrder::LeftRight => "left-right",
+            FaceOrder::RightLeft => "right-left",
+            FaceOrder::LargeSmall => "large-small",
+            FaceOrder::SmallLarge => "small-large",
+            FaceOrder::BestWorst => "best-worst",
+            FaceOrder::Center => "center",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<FaceOrder> {
+        FaceOrder::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+
+    /// Index of the face that comes first; `center` is the frame's centre.
+    pub fn first(self, faces: &[Face], center: [f32; 2]) -> Option<usize> {
+        let cx = |f: &Face| (f.bbox[0] + f.bbox[2]) / 2.0;
+        let to_center = |f: &Face| (cx(f) - center[0]).hypot((f.bbox[1] + f.bbox[3]) / 2.0 - center[1]);
+        let key = |f: &Face| match self {
+            FaceOrder::LeftRight => cx(f),
+            FaceOrder::RightLeft => -cx(f),
+            FaceOrder::LargeSmall => -f.area(),
+            FaceOrder::SmallLarge => f.area(),
+            FaceOrder::BestWorst => -f.score,
+            FaceOrder::Center => to_center(f),
+        };
+        faces.iter().enumerate().min_by(|a, b| key(a.1).total_cmp(&key(b.1))).map(|(i, _)| i)
+    }
+}
+
+impl std::fmt::Display for FaceOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// When `one` lets go of the face it swaps.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StickySettings {
@@ -101,14 +162,18 @@ impl Default for StickySettings {
 #[derive(Debug, Clone, Default)]
 pub struct Sticky {
     pub settings: StickySettings,
+    /// Which face is picked when there is none to keep.
+    pub order: FaceOrder,
+    /// The frame's centre, for [`FaceOrder::Center`].
+    pub center: [f32; 2],
     chosen: Option<u64>,
     /// A clearly larger face, and since when it has been.
     challenger: Option<(u64, Instant)>,
 }
 
 impl Sticky {
-    pub fn new(settings: StickySettings) -> Sticky {
-        Sticky { settings, ..Sticky::default() }
+    pub fn new(settings: StickySettings, order: FaceOrder) -> Sticky {
+        Sticky { settings, order, ..Sticky::default() }
     }
 
     /// The track `one` swaps now, if any.
@@ -118,16 +183,19 @@ impl Sticky {
 
     /// Index into `faces` (track ids `ids`) of the face to swap. `alive`
     /// says whether a track still lives; a chosen track that lives but was
-    /// not seen in this frame keeps its place and nothing is swapped.
+    /// not seen in this frame keeps its place and nothing is swapped. With
+    /// the `large-small` order a clearly larger face takes over.
     pub fn pick(&mut self, faces: &[Face], ids: &[u64], alive: impl Fn(u64) -> bool, now: Instant) -> Option<usize> {
-        let largest = super::largest(faces)?;
+        let first = self.order.first(faces, self.center)?;
         let Some(chosen) = self.chosen.filter(|c| alive(*c)) else {
-            self.chosen = Some(ids[largest]);
+            self.chosen = Some(ids[first]);
             self.challenger = None;
-            return Some(largest);
+            return Some(first);
         };
         let at = ids.iter().position(|id| *id == chosen)?;
-        let bigger = faces[largest].area() > faces[at].area() * (1.0 + self.settings.margin);
+        let largest = super::largest(faces)?;
+        let by_size = self.order == FaceOrder::LargeSmall;
+        let bigger = by_size && faces[largest].area() > faces[at].area() * (1.0 + self.settings.margin);
         if !bigger || largest == at {
             self.challenger = None;
             return Some(at);
@@ -210,7 +278,8 @@ mod tests {
     fn one_keeps_its_face_until_another_stays_clearly_larger() {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let mut s = Sticky::new(StickySettings { margin: 0.2, hold: Duration::from_millis(500) });
+        let mut s =
+            Sticky::new(StickySettings { margin: 0.2, hold: Duration::from_millis(500) }, FaceOrder::LargeSmall);
         let alive = |_| true;
         assert_eq!(s.pick(&[face(10.0), face(9.0)], &[1, 2], alive, at(0)), Some(0));
         // Similar sizes trade places: no switch.
@@ -230,6 +299,31 @@ mod tests {
         assert_eq!(s.pick(&[face(9.0)], &[2], |_| true, t), None, "track 1 lives: nothing else is swapped");
         assert_eq!(s.pick(&[face(9.0)], &[2], |id| id != 1, t), Some(0), "track 1 ended");
         assert_eq!(s.chosen(), Some(2));
+    }
+
+    #[test]
+    fn the_order_decides_the_first_pick_and_only_large_small_lets_a_larger_face_take_over() {
+        let at =
+            |x: f32, size: f32, score: f32| Face { bbox: [x, 0.0, x + size, size], score, landmarks: [[0.0; 2]; 5] };
+        let faces = [at(300.0, 20.0, 0.9), at(10.0, 40.0, 0.5), at(150.0, 30.0, 0.7)];
+        let first = |o: FaceOrder| o.first(&faces, [165.0, 15.0]);
+        assert_eq!(first(FaceOrder::LeftRight), Some(1));
+        assert_eq!(first(FaceOrder::RightLeft), Some(0));
+        assert_eq!(first(FaceOrder::LargeSmall), Some(1));
+        assert_eq!(first(FaceOrder::SmallLarge), Some(0));
+        assert_eq!(first(FaceOrder::BestWorst), Some(0));
+        assert_eq!(first(FaceOrder::Center), Some(2));
+        let t = Instant::now();
+        let mut s = Sticky::new(StickySettings { margin: 0.0, hold: Duration::ZERO }, FaceOrder::LeftRight);
+        assert_eq!(s.pick(&faces, &[1, 2, 3], |_| true, t), Some(1));
+        let grown = [at(300.0, 90.0, 0.9), at(10.0, 40.0, 0.5), at(150.0, 30.0, 0.7)];
+        assert_eq!(
+            s.pick(&grown, &[1, 2, 3], |_| true, t + Duration::from_secs(5)),
+            Some(1),
+            "left-right keeps its face"
+        );
+        assert_eq!(FaceOrder::parse("center"), Some(FaceOrder::Center));
+        assert_eq!(FaceOrder::parse("middle"), None);
     }
 
     #[test]

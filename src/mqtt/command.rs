@@ -2,7 +2,7 @@
 //! otherwise: a bad command becomes a [`CommandError`] (answered on
 //! `<base>/error`) and changes nothing; nothing here panics.
 
-use crate::face::{Blend, SelectorMode};
+use crate::face::{Blend, FaceOrder, SelectorMode};
 use serde::Serialize;
 
 /// Where to take the source identity from.
@@ -24,6 +24,8 @@ pub enum Command {
     Selector(SelectorMode),
     /// Frames per second published on `frame`; 0 switches frames off.
     FrameRate(f32),
+    /// Which face `one` picks first.
+    FaceOrder(FaceOrder),
     /// Box-mask blur, 0..=1 (FaceFusion's face_mask_blur).
     MaskBlur(f32),
     /// Box-mask padding in percent: top, right, bottom, left.
@@ -189,6 +191,11 @@ pub fn parse(feature: &str, payload: &[u8], limits: &CommandLimits) -> Result<Co
                 .ok_or_else(|| err(format!("`{s}` is not one, many or reference")))
         }
         "frame_rate" => Ok(Command::FrameRate(number(text(payload, &err)?, 0.0, limits.max_frame_rate, &err)?)),
+        "face_order" => {
+            let s = text(payload, &err)?;
+            let known = || FaceOrder::ALL.map(FaceOrder::as_str).join(", ");
+            FaceOrder::parse(s).map(Command::FaceOrder).ok_or_else(|| err(format!("`{s}` is not one of {}", known())))
+        }
         "mask_blur" => Ok(Command::MaskBlur(number(text(payload, &err)?, 0.0, 1.0, &err)?)),
         "mask_padding" => padding(text(payload, &err)?, &err).map(Command::MaskPadding),
         "reference_distance" => Ok(Command::ReferenceDistance(number(text(payload, &err)?, 0.0, 1.0, &err)?)),
@@ -248,6 +255,7 @@ mod tests {
         assert_eq!(ok("selector", b"many"), Command::Selector(SelectorMode::Many));
         assert_eq!(ok("frame_rate", b"0"), Command::FrameRate(0.0));
         assert_eq!(ok("mask_blur", b"0.5"), Command::MaskBlur(0.5));
+        assert_eq!(ok("face_order", b"left-right"), Command::FaceOrder(FaceOrder::LeftRight));
         assert_eq!(ok("mask_padding", b"10"), Command::MaskPadding([10.0; 4]));
         assert_eq!(ok("mask_padding", b"1, 2,3 ,4"), Command::MaskPadding([1.0, 2.0, 3.0, 4.0]));
         assert_eq!(ok("reference_distance", b"0.25"), Command::ReferenceDistance(0.25));
@@ -279,6 +287,7 @@ mod tests {
         assert!(refused("blend", &[b'1'; 1000]).contains("too long"));
         assert!(refused("launch", b"1").contains("unknown command"));
         assert!(refused("mask_blur", b"2").contains("outside"));
+        assert!(refused("face_order", b"tallest").contains("left-right"));
         assert!(refused("mask_padding", b"1,2,3").contains("four"));
         assert!(refused("mask_padding", b"1,2,x,4").contains("not a number"));
         assert!(refused("mask_padding", b"101").contains("outside"));

@@ -10,12 +10,13 @@
 //! | `<base>/<feature>/state` | out, retained | the applied value |
 
 /// Features that take commands on `<base>/<feature>/set`.
-pub const FEATURES: [&str; 11] = [
+pub const FEATURES: [&str; 12] = [
     "enabled",
     "source",
     "quality",
     "blend",
     "selector",
+    "face_order",
     "frame_rate",
     "mask_blur",
     "mask_padding",

@@ -112,6 +112,8 @@ fn every_command_is_applied_or_refused_and_a_flood_changes_nothing() {
     applied("blend", b"40", "40");
     applied("selector", b"many", "many");
     applied("frame_rate", b"2", "2");
+    applied("face_order", b"left-right", "left-right");
+    applied("face_order", b"large-small", "large-small");
     applied("mask_blur", b"0.5", "0.5");
     applied("mask_padding", b"10", "10,10,10,10");
     applied("mask_padding", b"0,0,0,0", "0,0,0,0");
@@ -159,6 +161,7 @@ fn every_command_is_applied_or_refused_and_a_flood_changes_nothing() {
     refused("selector", b"all".to_vec(), "one, many or reference");
     refused("frame_rate", b"-1".to_vec(), "outside");
     refused("mask_blur", b"3".to_vec(), "outside");
+    refused("face_order", b"tallest".to_vec(), "left-right");
     refused("mask_padding", b"1,2".to_vec(), "four");
     refused("reference_distance", b"x".to_vec(), "not a number");
     refused("source", b"\x89PNG\r\n\x1a\nnot really".to_vec(), "cannot be read");
