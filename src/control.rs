@@ -2,7 +2,7 @@
 //! retained states to publish and the actions for the pipeline out. A
 //! refused command changes nothing and yields only an error.
 
-use crate::face::{Blend, FaceOrder, MaskSettings, SelectorMode};
+use crate::face::{Blend, ColorTransfer, FaceOrder, MaskSettings, SelectorMode};
 use crate::mqtt::{parse, Command, CommandError, CommandLimits, SourceCommand};
 
 /// The settings commands can change, as echoed on `<feature>/state`.
@@ -19,6 +19,7 @@ pub struct Settings {
     pub frame_rate: f32,
     /// The paste's box mask: blur and padding.
     pub mask: MaskSettings,
+    pub color_transfer: ColorTransfer,
     /// `reference`: largest face distance that is still the person.
     pub reference_distance: f32,
     /// The source state as published (JSON naming the active identity and
@@ -81,6 +82,7 @@ impl Control {
             Effect::State { feature: "selector", value: s.selector.to_string() },
             Effect::State { feature: "face_order", value: s.face_order.to_string() },
             Effect::State { feature: "frame_rate", value: format!("{}", s.frame_rate) },
+            Effect::State { feature: "color_transfer", value: s.color_transfer.to_string() },
             Effect::State { feature: "mask_blur", value: format!("{}", s.mask.blur) },
             Effect::State { feature: "mask_padding", value: padding_state(&s.mask.padding) },
             Effect::State { feature: "reference_distance", value: format!("{}", s.reference_distance) },
@@ -121,6 +123,10 @@ impl Control {
             Command::FaceOrder(o) => {
                 s.face_order = o;
                 vec![Effect::Reconfigure, Effect::State { feature: "face_order", value: o.to_string() }]
+            }
+            Command::ColorTransfer(c) => {
+                s.color_transfer = c;
+                vec![Effect::Reconfigure, Effect::State { feature: "color_transfer", value: c.to_string() }]
             }
             Command::MaskBlur(v) => {
                 s.mask.blur = v;
@@ -174,6 +180,7 @@ mod tests {
             face_order: FaceOrder::LargeSmall,
             frame_rate: 5.0,
             mask: MaskSettings::default(),
+            color_transfer: ColorTransfer::None,
             reference_distance: 0.3,
             source: None,
         };
@@ -228,7 +235,7 @@ mod tests {
     #[test]
     fn retained_states_cover_every_setting_and_the_source_once_set() {
         let mut c = control();
-        assert_eq!(c.retained().len(), 9);
+        assert_eq!(c.retained().len(), 10);
         assert_eq!(c.handle("source", b"alice"), vec![Effect::SetSource(SourceCommand::Named("alice".into()))]);
         assert_eq!(c.settings().source, None, "not set until the daemon computed it");
         c.source_set("alice");

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use fusiond::cli::{load_image, swapper, ModelArgs};
-use fusiond::face::{FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode};
+use fusiond::face::{ColorTransfer, FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -79,6 +79,13 @@ pub fn run(args: Args) -> Result<()> {
         timed(|| p.swapper.run(&image, &face.landmarks, &latent).map(drop).map_err(Into::into))
     })?;
     rows.push((format!("swap {}", p.swapper.entry().name), swap));
+    p.swapper.color_transfer = ColorTransfer::Rct;
+    let color = median_ms(args.runs, || {
+        p.swapper.run(&image, &face.landmarks, &latent)?;
+        Ok(p.swapper.last_color)
+    })?;
+    p.swapper.color_transfer = ColorTransfer::None;
+    rows.push(("colour transfer (rct)".to_string(), color));
     let to_crop = p.swapper.run(&image, &face.landmarks, &latent)?;
     rows.push((
         "paste-back".to_string(),

@@ -3,7 +3,7 @@
 //! means the key may be left out, and leaving it out means something (the
 //! doc line says what).
 
-use crate::face::{Blend, FaceOrder, MaskSettings, SelectorMode, SmoothSettings};
+use crate::face::{Blend, ColorTransfer, FaceOrder, MaskSettings, SelectorMode, SmoothSettings};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -229,6 +229,8 @@ pub struct PipelineConfig {
     /// crop) and padding per side in percent (top, right, bottom, left).
     pub mask_blur: f32,
     pub mask_padding: [f32; 4],
+    /// Colour transfer of the swapped face onto the scene, at start.
+    pub color_transfer: ColorTransfer,
     /// Source identity at start: an image path or a face bank name; unset
     /// means none (frames are analysed, not swapped, until one is set).
     pub source: Option<String>,
@@ -254,6 +256,7 @@ impl Default for PipelineConfig {
             reference_distance: 0.3,
             mask_blur: 0.3,
             mask_padding: [0.0; 4],
+            color_transfer: ColorTransfer::None,
             source: None,
             state_dir: PathBuf::from("/var/lib/fusiond/state"),
             source_cache: 16,

@@ -87,6 +87,7 @@ mod tests {
             face_order: crate::face::FaceOrder::LargeSmall,
             frame_rate: 5.0,
             mask: Default::default(),
+            color_transfer: Default::default(),
             reference_distance: 0.3,
             source: None,
         }

@@ -72,6 +72,7 @@ impl DaemonSettings {
                 face_order: config.pipeline.face_order,
                 frame_rate: if o.frames { o.frame_rate } else { 0.0 },
                 mask: MaskSettings { blur: config.pipeline.mask_blur, padding: config.pipeline.mask_padding },
+                color_transfer: config.pipeline.color_transfer,
                 reference_distance: config.pipeline.reference_distance,
                 source: None,
             },

@@ -18,6 +18,7 @@ pub struct WorkerStats {
     swap: LatencyWindow,
     paste: LatencyWindow,
     enhance: LatencyWindow,
+    color: LatencyWindow,
     pipeline: LatencyWindow,
     encode: LatencyWindow,
     /// Capture to the frame's outputs being queued.
@@ -35,6 +36,7 @@ impl Default for WorkerStats {
             swap: w(),
             paste: w(),
             enhance: w(),
+            color: w(),
             pipeline: w(),
             encode: w(),
             latency: w(),
@@ -63,6 +65,9 @@ impl WorkerStats {
         if !t.enhance.is_zero() {
             self.enhance.record(t.enhance);
         }
+        if !t.color.is_zero() {
+            self.color.record(t.color);
+        }
         self.pipeline.record(pipeline);
         if !encode.is_zero() {
             self.encode.record(encode);
@@ -76,6 +81,7 @@ impl WorkerStats {
             swap: self.swap.percentiles(),
             paste: self.paste.percentiles(),
             enhance: self.enhance.percentiles(),
+            color: self.color.percentiles(),
             pipeline: self.pipeline.percentiles(),
             encode: self.encode.percentiles(),
             capture_to_publish: self.latency.percentiles(),

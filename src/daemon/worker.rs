@@ -51,6 +51,7 @@ impl State {
             reference_distance: settings.reference_distance,
             mask: settings.mask,
             order: settings.face_order,
+            color_transfer: settings.color_transfer,
         };
         Ok(State {
             live: LivePipeline::new(fusion_pipeline(models).map_err(|e| e.to_string())?, live),
@@ -94,6 +95,7 @@ impl State {
             self.live.set_selector(s.selector);
             self.live.set_mask(s.mask);
             self.live.set_face_order(s.face_order);
+            self.live.set_color_transfer(s.color_transfer);
             self.live.set_reference_distance(s.reference_distance);
         }
         if let Some(c) = p.config {
@@ -217,6 +219,7 @@ fn faces_message<'a>(
             swap: ms(t.swap),
             paste: ms(t.paste),
             enhance: ms(t.enhance),
+            color: ms(t.color),
             encode: ms(encode),
             total: ms(total),
         },

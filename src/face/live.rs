@@ -7,8 +7,8 @@
 //! Time comes in as an argument, so the cadence is testable without sleeps.
 
 use super::{
-    largest, Blend, Embedding, Face, FaceOrder, FusionPipeline, MaskSettings, Result, Selector, SelectorMode,
-    SmoothSettings, StageTimings, Sticky, StickySettings, Tracked, Tracker, REFERENCE_DISTANCE,
+    largest, Blend, ColorTransfer, Embedding, Face, FaceOrder, FusionPipeline, MaskSettings, Result, Selector,
+    SelectorMode, SmoothSettings, StageTimings, Sticky, StickySettings, Tracked, Tracker, REFERENCE_DISTANCE,
 };
 use crate::vision::RgbImage;
 use serde::Serialize;
@@ -44,6 +44,7 @@ pub struct LiveSettings {
     pub mask: MaskSettings,
     /// Which face `one` picks first.
     pub order: FaceOrder,
+    pub color_transfer: ColorTransfer,
 }
 
 impl LiveSettings {
@@ -58,6 +59,7 @@ impl LiveSettings {
             reference_distance: REFERENCE_DISTANCE,
             mask: MaskSettings::default(),
             order: FaceOrder::LargeSmall,
+            color_transfer: ColorTransfer::None,
         }
     }
 }
@@ -81,6 +83,7 @@ impl LivePipeline {
     pub fn new(mut fusion: FusionPipeline, settings: LiveSettings) -> LivePipeline {
         fusion.settings.blend = settings.blend;
         fusion.set_mask(settings.mask);
+        fusion.swapper.color_transfer = settings.color_transfer;
         fusion.settings.selector = Selector::One;
         let mut live = LivePipeline {
             fusion,
@@ -113,8 +116,14 @@ impl LivePipeline {
         }
         fusion.settings = self.fusion.settings.clone();
         fusion.set_mask(self.settings.mask);
+        fusion.swapper.color_transfer = self.settings.color_transfer;
         self.fusion = fusion;
         Ok(())
+    }
+
+    pub fn set_color_transfer(&mut self, c: ColorTransfer) {
+        self.settings.color_transfer = c;
+        self.fusion.swapper.color_transfer = c;
     }
 
     pub fn set_face_order(&mut self, order: FaceOrder) {

@@ -21,7 +21,7 @@ pub use pipeline::{FusionPipeline, PipelineSettings, StageTimings};
 pub use recognize::{Embedding, Recognizer};
 pub use select::{Blend, FaceOrder, Selector, SelectorMode, Sticky, StickySettings, REFERENCE_DISTANCE};
 pub use smooth::SmoothSettings;
-pub use swap::{MaskSettings, Swapper};
+pub use swap::{ColorTransfer, MaskSettings, Swapper};
 pub use track::{Tracked, Tracker};
 
 use crate::infer::InferError;

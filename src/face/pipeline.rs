@@ -18,6 +18,8 @@ pub struct StageTimings {
     pub paste: Duration,
     /// The optional enhancer on each swapped face (warp, model, paste).
     pub enhance: Duration,
+    /// Colour transfer of the swapped faces (`pipeline.color_transfer`).
+    pub color: Duration,
     pub total: Duration,
     /// Of all the above, the time inside the inference engine; the rest is
     /// pixel and bookkeeping work (letterbox, decode, NMS, align, paste).
@@ -113,7 +115,8 @@ impl FusionPipeline {
                     Err(e) => return Err(e),
                 };
                 let p = Instant::now();
-                t.swap += p - s;
+                t.color += self.swapper.last_color;
+                t.swap += (p - s).saturating_sub(self.swapper.last_color);
                 t.inference += self.swapper.last_inference();
                 self.swapper.paste(frame, &to_crop, self.settings.blend.fraction());
                 t.paste += p.elapsed();

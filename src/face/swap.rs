@@ -6,7 +6,40 @@ use super::aligned::AlignedModel;
 use super::{Embedding, FaceError, Result};
 use crate::infer::{Model, Tensor};
 use crate::manifest::{Contract, ModelEntry, LATENT_LEN};
-use crate::vision::{box_mask, paste_back, unpack_nchw, Affine, RgbImage, Template};
+use crate::vision::{box_mask, paste_back, reinhard_transfer, unpack_nchw, Affine, RgbImage, Template};
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+
+/// Colour transfer of the swapped face onto the scene, before paste-back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ColorTransfer {
+    /// The swapper's colours as they are.
+    #[default]
+    None,
+    /// Reinhard's mean and deviation transfer in Lab, over the masked face
+    /// region of the swapped crop against the same region of the target crop.
+    Rct,
+}
+
+impl ColorTransfer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ColorTransfer::None => "none",
+            ColorTransfer::Rct => "rct",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ColorTransfer> {
+        [ColorTransfer::None, ColorTransfer::Rct].into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for ColorTransfer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Box-mask shape, with FaceFusion's meaning (defaults: blur 0.3, no
 /// padding).
@@ -40,6 +73,9 @@ pub struct Swapper {
     model: AlignedModel,
     out: RgbImage,
     mask: Vec<f32>,
+    pub color_transfer: ColorTransfer,
+    /// Time the last run spent on colour transfer.
+    pub last_color: Duration,
     /// `[embedding_len, LATENT_LEN]` row-major; inswapper only.
     emap: Option<Tensor>,
 }
@@ -60,6 +96,8 @@ impl Swapper {
         Ok(Swapper {
             out: RgbImage::new(w, h),
             mask: mask.build(w, h),
+            color_transfer: ColorTransfer::None,
+            last_color: Duration::ZERO,
             emap,
             model: AlignedModel::new(entry, model, Some("target"), Template::Arcface128)?,
         })
@@ -113,7 +151,19 @@ impl Swapper {
         let (channels, mean, std) = (e.channels, e.output_mean, e.output_std);
         let len = self.model.input_len();
         let unpack = |t: &Tensor| unpack_nchw(t.data(), channels, mean, std, out);
-        self.model.run(frame, landmarks, &[("source", latent)], Some(len), unpack)
+        let to_crop = self.model.run(frame, landmarks, &[("source", latent)], Some(len), unpack)?;
+        let t = Instant::now();
+        if self.color_transfer == ColorTransfer::Rct {
+            reinhard_transfer(&mut self.out, &self.model.crop, &self.mask);
+        }
+        self.last_color = t.elapsed();
+        Ok(to_crop)
+    }
+
+    /// The last swapped crop (after colour transfer), the aligned target
+    /// crop it replaces, and the box mask it is pasted with.
+    pub fn last_crops(&self) -> (&RgbImage, &RgbImage, &[f32]) {
+        (&self.out, &self.model.crop, &self.mask)
     }
 
     /// Rebuilds the box mask with new settings.

@@ -2,7 +2,7 @@
 //! otherwise: a bad command becomes a [`CommandError`] (answered on
 //! `<base>/error`) and changes nothing; nothing here panics.
 
-use crate::face::{Blend, FaceOrder, SelectorMode};
+use crate::face::{Blend, ColorTransfer, FaceOrder, SelectorMode};
 use serde::Serialize;
 
 /// Where to take the source identity from.
@@ -26,6 +26,7 @@ pub enum Command {
     FrameRate(f32),
     /// Which face `one` picks first.
     FaceOrder(FaceOrder),
+    ColorTransfer(ColorTransfer),
     /// Box-mask blur, 0..=1 (FaceFusion's face_mask_blur).
     MaskBlur(f32),
     /// Box-mask padding in percent: top, right, bottom, left.
@@ -196,6 +197,10 @@ pub fn parse(feature: &str, payload: &[u8], limits: &CommandLimits) -> Result<Co
             let known = || FaceOrder::ALL.map(FaceOrder::as_str).join(", ");
             FaceOrder::parse(s).map(Command::FaceOrder).ok_or_else(|| err(format!("`{s}` is not one of {}", known())))
         }
+        "color_transfer" => {
+            let s = text(payload, &err)?;
+            ColorTransfer::parse(s).map(Command::ColorTransfer).ok_or_else(|| err(format!("`{s}` is not none or rct")))
+        }
         "mask_blur" => Ok(Command::MaskBlur(number(text(payload, &err)?, 0.0, 1.0, &err)?)),
         "mask_padding" => padding(text(payload, &err)?, &err).map(Command::MaskPadding),
         "reference_distance" => Ok(Command::ReferenceDistance(number(text(payload, &err)?, 0.0, 1.0, &err)?)),
@@ -255,6 +260,7 @@ mod tests {
         assert_eq!(ok("selector", b"many"), Command::Selector(SelectorMode::Many));
         assert_eq!(ok("frame_rate", b"0"), Command::FrameRate(0.0));
         assert_eq!(ok("mask_blur", b"0.5"), Command::MaskBlur(0.5));
+        assert_eq!(ok("color_transfer", b"rct"), Command::ColorTransfer(ColorTransfer::Rct));
         assert_eq!(ok("face_order", b"left-right"), Command::FaceOrder(FaceOrder::LeftRight));
         assert_eq!(ok("mask_padding", b"10"), Command::MaskPadding([10.0; 4]));
         assert_eq!(ok("mask_padding", b"1, 2,3 ,4"), Command::MaskPadding([1.0, 2.0, 3.0, 4.0]));
@@ -287,6 +293,7 @@ mod tests {
         assert!(refused("blend", &[b'1'; 1000]).contains("too long"));
         assert!(refused("launch", b"1").contains("unknown command"));
         assert!(refused("mask_blur", b"2").contains("outside"));
+        assert!(refused("color_transfer", b"lut").contains("none or rct"));
         assert!(refused("face_order", b"tallest").contains("left-right"));
         assert!(refused("mask_padding", b"1,2,3").contains("four"));
         assert!(refused("mask_padding", b"1,2,x,4").contains("not a number"));

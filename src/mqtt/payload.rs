@@ -117,6 +117,8 @@ pub struct TimingsOut {
     pub swap: f32,
     pub paste: f32,
     pub enhance: f32,
+    /// Colour transfer of the swapped faces.
+    pub color: f32,
     pub encode: f32,
     pub total: f32,
 }
@@ -148,6 +150,7 @@ pub struct LatencyReport {
     pub swap: Option<Percentiles>,
     pub paste: Option<Percentiles>,
     pub enhance: Option<Percentiles>,
+    pub color: Option<Percentiles>,
     pub pipeline: Option<Percentiles>,
     pub encode: Option<Percentiles>,
     pub capture_to_publish: Option<Percentiles>,

@@ -10,13 +10,14 @@
 //! | `<base>/<feature>/state` | out, retained | the applied value |
 
 /// Features that take commands on `<base>/<feature>/set`.
-pub const FEATURES: [&str; 12] = [
+pub const FEATURES: [&str; 13] = [
     "enabled",
     "source",
     "quality",
     "blend",
     "selector",
     "face_order",
+    "color_transfer",
     "frame_rate",
     "mask_blur",
     "mask_padding",

@@ -3,6 +3,7 @@
 //! the caller owns, so a steady stream allocates nothing per frame.
 
 mod affine;
+mod color;
 mod convert;
 mod draw;
 mod jpeg;
@@ -12,6 +13,7 @@ mod template;
 mod tensor;
 
 pub use affine::{estimate_similarity, warp_affine_into, Affine};
+pub use color::{lab_stats, lab_to_rgb, reinhard_transfer, rgb_to_lab};
 pub use convert::{nv12_to_rgb, rgb_to_yuyv, yuyv_to_rgb, ConvertError};
 pub use draw::{draw_circle, draw_rect};
 pub use jpeg::encode_jpeg;

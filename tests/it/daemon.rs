@@ -114,6 +114,8 @@ fn every_command_is_applied_or_refused_and_a_flood_changes_nothing() {
     applied("frame_rate", b"2", "2");
     applied("face_order", b"left-right", "left-right");
     applied("face_order", b"large-small", "large-small");
+    applied("color_transfer", b"rct", "rct");
+    applied("color_transfer", b"none", "none");
     applied("mask_blur", b"0.5", "0.5");
     applied("mask_padding", b"10", "10,10,10,10");
     applied("mask_padding", b"0,0,0,0", "0,0,0,0");

@@ -284,3 +284,33 @@ fn the_enhancer_restores_in_place_at_80_percent_inside_its_paste_region_only() {
     let box_psnr = psnr(&region(&before, b), &region(&after, b));
     assert!(box_psnr >= 30.0, "identity enhancer: face box PSNR {box_psnr:.1} dB < 30");
 }
+
+/// RCT moves the swapped face's Lab mean and deviation (over the face
+/// region of the mask) onto the original face's; without it the
+/// colour-painting swapper's colours stay.
+#[test]
+fn colour_transfer_moves_the_swapped_face_to_the_original_colours() {
+    use fusiond::face::ColorTransfer;
+    use fusiond::vision::lab_stats;
+    let catalog = catalog();
+    let target = image("fr_two_people.jpg");
+    let mut det = catalog.detector("scrfd_500m", None).unwrap();
+    let mut rec = catalog.recognizer("arcface_fr");
+    let face = det.detect(&target).unwrap()[0].clone();
+    let source = rec.embed(&image("fr_obama.jpg"), &det.detect(&image("fr_obama.jpg")).unwrap()[0].landmarks).unwrap();
+    let mut swapper = catalog.swapper("latent_color_swapper");
+    let latent = swapper.latent(&source).unwrap();
+    let mut gaps = Vec::new();
+    for mode in [ColorTransfer::None, ColorTransfer::Rct] {
+        swapper.color_transfer = mode;
+        swapper.run(&target, &face.landmarks, &latent).unwrap();
+        let (out, original, mask) = swapper.last_crops();
+        let core: Vec<f32> = mask.iter().map(|&m| if m > 0.9 { 1.0 } else { 0.0 }).collect();
+        let ((mo, so), (mt, st)) = (lab_stats(out, &core), lab_stats(original, &core));
+        let gap = (0..3).map(|c| (mo[c] - mt[c]).abs().max((so[c] - st[c]).abs())).fold(0.0, f32::max);
+        eprintln!("{mode}: Lab mean {mo:?} std {so:?} vs original {mt:?} {st:?}: worst gap {gap:.2}");
+        gaps.push(gap);
+    }
+    assert!(gaps[1] < 2.0, "with rct the face takes the original's colours: gap {:.2}", gaps[1]);
+    assert!(gaps[0] > 5.0, "without it the swapper's colours stay: gap {:.2}", gaps[0]);
+}
