@@ -20,6 +20,8 @@ pub struct Settings {
     /// The paste's box mask: blur and padding.
     pub mask: MaskSettings,
     pub color_transfer: ColorTransfer,
+    /// Keep the person's own mouth (needs a landmarker in the tier).
+    pub mouth_mask: bool,
     /// `reference`: largest face distance that is still the person.
     pub reference_distance: f32,
     /// The source state as published (JSON naming the active identity and
@@ -83,6 +85,7 @@ impl Control {
             Effect::State { feature: "face_order", value: s.face_order.to_string() },
             Effect::State { feature: "frame_rate", value: format!("{}", s.frame_rate) },
             Effect::State { feature: "color_transfer", value: s.color_transfer.to_string() },
+            Effect::State { feature: "mouth_mask", value: on_off(s.mouth_mask) },
             Effect::State { feature: "mask_blur", value: format!("{}", s.mask.blur) },
             Effect::State { feature: "mask_padding", value: padding_state(&s.mask.padding) },
             Effect::State { feature: "reference_distance", value: format!("{}", s.reference_distance) },
@@ -124,6 +127,10 @@ impl Control {
                 s.face_order = o;
                 vec![Effect::Reconfigure, Effect::State { feature: "face_order", value: o.to_string() }]
             }
+            Command::MouthMask(on) => {
+                s.mouth_mask = on;
+                vec![Effect::Reconfigure, Effect::State { feature: "mouth_mask", value: on_off(on) }]
+            }
             Command::ColorTransfer(c) => {
                 s.color_transfer = c;
                 vec![Effect::Reconfigure, Effect::State { feature: "color_transfer", value: c.to_string() }]
@@ -154,6 +161,12 @@ impl Control {
         Effect::State { feature: "source", value: state.to_string() }
     }
 
+    /// Turns the mouth mask off (the running tier cannot do it) and echoes it.
+    pub fn mouth_mask_unavailable(&mut self) -> Effect {
+        self.settings.mouth_mask = false;
+        Effect::State { feature: "mouth_mask", value: on_off(false) }
+    }
+
     /// Records the tier actually running (after a switch failed or fell
     /// back) and echoes it.
     pub fn tier_in_use(&mut self, tier: &str) -> Effect {
@@ -181,6 +194,7 @@ mod tests {
             frame_rate: 5.0,
             mask: MaskSettings::default(),
             color_transfer: ColorTransfer::None,
+            mouth_mask: false,
             reference_distance: 0.3,
             source: None,
         };
@@ -235,7 +249,7 @@ mod tests {
     #[test]
     fn retained_states_cover_every_setting_and_the_source_once_set() {
         let mut c = control();
-        assert_eq!(c.retained().len(), 10);
+        assert_eq!(c.retained().len(), 11);
         assert_eq!(c.handle("source", b"alice"), vec![Effect::SetSource(SourceCommand::Named("alice".into()))]);
         assert_eq!(c.settings().source, None, "not set until the daemon computed it");
         c.source_set("alice");

@@ -3,7 +3,7 @@
 //! means the key may be left out, and leaving it out means something (the
 //! doc line says what).
 
-use crate::face::{Blend, ColorTransfer, FaceOrder, MaskSettings, SelectorMode, SmoothSettings};
+use crate::face::{Blend, ColorTransfer, FaceOrder, MaskSettings, MouthSettings, SelectorMode, SmoothSettings};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -231,6 +231,12 @@ pub struct PipelineConfig {
     pub mask_padding: [f32; 4],
     /// Colour transfer of the swapped face onto the scene, at start.
     pub color_transfer: ColorTransfer,
+    /// Keep the person's own mouth at start (needs a landmarker in the tier).
+    pub mouth_mask: bool,
+    /// The kept region: this much larger than the lip line, feathered by this
+    /// fraction of the mouth's width.
+    pub mouth_mask_grow: f32,
+    pub mouth_mask_feather: f32,
     /// Source identity at start: an image path or a face bank name; unset
     /// means none (frames are analysed, not swapped, until one is set).
     pub source: Option<String>,
@@ -257,6 +263,9 @@ impl Default for PipelineConfig {
             mask_blur: 0.3,
             mask_padding: [0.0; 4],
             color_transfer: ColorTransfer::None,
+            mouth_mask: false,
+            mouth_mask_grow: 0.15,
+            mouth_mask_feather: 0.1,
             source: None,
             state_dir: PathBuf::from("/var/lib/fusiond/state"),
             source_cache: 16,
@@ -276,6 +285,10 @@ impl PipelineConfig {
         }
         if !(MaskSettings { blur: self.mask_blur, padding: self.mask_padding }).is_valid() {
             return bad("pipeline: mask_blur must be within 0..=1 and each mask_padding within 0..=100");
+        }
+        let mouth = MouthSettings { enabled: true, grow: self.mouth_mask_grow, feather: self.mouth_mask_feather };
+        if !mouth.is_valid() {
+            return bad("pipeline: mouth_mask_grow must be within 0..=2 and mouth_mask_feather within 0..=1");
         }
         if !(0.0..=1.0).contains(&self.reference_distance) {
             return bad(format!("pipeline.reference_distance {} must be within 0..=1", self.reference_distance));

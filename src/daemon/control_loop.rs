@@ -93,7 +93,10 @@ impl ControlLoop<'_> {
                     self.outbox.push(Message::retained(self.topics.state(feature), value));
                 }
                 Effect::Error(e) => self.refuse(&e.command, e.reason),
-                Effect::Reconfigure => self.mailbox.settings(self.control.settings()),
+                Effect::Reconfigure => {
+                    self.check_mouth();
+                    self.mailbox.settings(self.control.settings());
+                }
                 Effect::Snapshot => self.mailbox.snapshot(),
                 Effect::SetSource(src) => self.set_source(src),
                 Effect::SwitchTier(tier) => self.switch_tier(&tier, "quality"),
@@ -101,6 +104,22 @@ impl ControlLoop<'_> {
                 Effect::Stall => self.mailbox.stall(),
             }
         }
+    }
+
+    /// A mouth mask that the running tier cannot do (it lists no
+    /// landmarker) is refused and switched off.
+    pub fn check_mouth(&mut self) {
+        if !self.control.settings().mouth_mask || self.models.landmarker.is_some() {
+            return;
+        }
+        let reason = format!(
+            "tier `{}` lists no landmarker; add a landmark68 model (landmark68_fr) to its models",
+            self.models.tier
+        );
+        self.refuse("mouth_mask", reason);
+        let effect = self.control.mouth_mask_unavailable();
+        self.apply(vec![effect]);
+        self.mailbox.settings(self.control.settings());
     }
 
     /// The identity of a source command, whether it came from the cache, and
@@ -169,6 +188,7 @@ impl ControlLoop<'_> {
             }
         }
         self.models = models.clone();
+        self.check_mouth();
         self.report_providers();
         self.mailbox.models(models);
         let running = self.models.tier.clone();

@@ -88,6 +88,7 @@ mod tests {
             frame_rate: 5.0,
             mask: Default::default(),
             color_transfer: Default::default(),
+            mouth_mask: false,
             reference_distance: 0.3,
             source: None,
         }

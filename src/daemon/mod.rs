@@ -205,6 +205,7 @@ fn start<'a>(s: &Session<'a>, config: Config, latest: Arc<LatestFrame>) -> Resul
         config,
     };
     ctl.report_providers();
+    ctl.check_mouth();
     if let Some(reason) = &degraded {
         let tier = ctl.models.tier.clone();
         ctl.event(Event::Degraded { wanted: start_tier, tier, reason: reason.clone() });

@@ -24,6 +24,8 @@ const RELOADABLE: &[&str] = &[
     "pipeline.selector_margin",
     "pipeline.selector_hold_ms",
     "pipeline.smoothing",
+    "pipeline.mouth_mask_grow",
+    "pipeline.mouth_mask_feather",
     "pipeline.max_source_bytes",
     "pipeline.max_source_pixels",
     "output.frames",
@@ -73,6 +75,7 @@ impl DaemonSettings {
                 frame_rate: if o.frames { o.frame_rate } else { 0.0 },
                 mask: MaskSettings { blur: config.pipeline.mask_blur, padding: config.pipeline.mask_padding },
                 color_transfer: config.pipeline.color_transfer,
+                mouth_mask: config.pipeline.mouth_mask,
                 reference_distance: config.pipeline.reference_distance,
                 source: None,
             },
@@ -123,6 +126,9 @@ pub struct WorkerConfig {
     pub detect_interval: Duration,
     pub smoothing: SmoothSettings,
     pub sticky: StickySettings,
+    /// The mouth mask's shape (whether it is on is a command's).
+    pub mouth_grow: f32,
+    pub mouth_feather: f32,
     pub jpeg_quality: u8,
     /// Publishing frames at all (`output.frames`).
     pub frames: bool,
@@ -133,6 +139,8 @@ impl WorkerConfig {
         WorkerConfig {
             detect_interval: Duration::from_millis(config.pipeline.detect_interval_ms),
             smoothing: config.pipeline.smoothing,
+            mouth_grow: config.pipeline.mouth_mask_grow,
+            mouth_feather: config.pipeline.mouth_mask_feather,
             sticky: StickySettings {
                 margin: config.pipeline.selector_margin,
                 hold: Duration::from_millis(config.pipeline.selector_hold_ms),

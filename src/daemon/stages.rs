@@ -2,7 +2,9 @@
 //! runs, and the detector and recogniser the control loop computes source
 //! identities with. Each gets sessions of its own over the shared models.
 
-use crate::face::{Detector, Enhancer, FaceError, FusionPipeline, MaskSettings, PipelineSettings, Recognizer, Swapper};
+use crate::face::{
+    Detector, Enhancer, FaceError, FusionPipeline, Landmarker, MaskSettings, PipelineSettings, Recognizer, Swapper,
+};
 use crate::store::{LoadedModel, TierModels};
 
 fn detector(m: &LoadedModel) -> Result<Detector, FaceError> {
@@ -26,6 +28,9 @@ pub fn fusion_pipeline(models: &TierModels) -> Result<FusionPipeline, FaceError>
     );
     if let Some(e) = &models.enhancer {
         p.enhancer = Some(Enhancer::new(e.entry.clone(), &*e.model, mask)?);
+    }
+    if let Some(l) = &models.landmarker {
+        p.landmarker = Some(Landmarker::new(l.entry.clone(), &*l.model)?);
     }
     Ok(p)
 }

@@ -19,6 +19,7 @@ pub struct WorkerStats {
     paste: LatencyWindow,
     enhance: LatencyWindow,
     color: LatencyWindow,
+    mouth: LatencyWindow,
     pipeline: LatencyWindow,
     encode: LatencyWindow,
     /// Capture to the frame's outputs being queued.
@@ -37,6 +38,7 @@ impl Default for WorkerStats {
             paste: w(),
             enhance: w(),
             color: w(),
+            mouth: w(),
             pipeline: w(),
             encode: w(),
             latency: w(),
@@ -68,6 +70,9 @@ impl WorkerStats {
         if !t.color.is_zero() {
             self.color.record(t.color);
         }
+        if !t.mouth.is_zero() {
+            self.mouth.record(t.mouth);
+        }
         self.pipeline.record(pipeline);
         if !encode.is_zero() {
             self.encode.record(encode);
@@ -82,6 +87,7 @@ impl WorkerStats {
             paste: self.paste.percentiles(),
             enhance: self.enhance.percentiles(),
             color: self.color.percentiles(),
+            mouth: self.mouth.percentiles(),
             pipeline: self.pipeline.percentiles(),
             encode: self.encode.percentiles(),
             capture_to_publish: self.latency.percentiles(),

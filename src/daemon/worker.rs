@@ -9,12 +9,16 @@ use super::stages::fusion_pipeline;
 use super::stats::WorkerStats;
 use crate::capture::{Frame, LatestFrame};
 use crate::control::Settings;
-use crate::face::{FrameReport, LivePipeline, LiveSettings, StageTimings};
+use crate::face::{FrameReport, LivePipeline, LiveSettings, MouthSettings, StageTimings};
 use crate::mqtt::{Event, FaceOut, FacesMessage, Message, Outbox, Stage, TimingsOut, Topics};
 use crate::store::TierModels;
 use crate::vision::{encode_jpeg, RgbImage};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
+
+fn mouth(config: &WorkerConfig, s: &Settings) -> MouthSettings {
+    MouthSettings { enabled: s.mouth_mask, grow: config.mouth_grow, feather: config.mouth_feather }
+}
 
 fn ms(d: Duration) -> f32 {
     d.as_secs_f32() * 1e3
@@ -52,6 +56,7 @@ impl State {
             mask: settings.mask,
             order: settings.face_order,
             color_transfer: settings.color_transfer,
+            mouth: mouth(&config, settings),
         };
         Ok(State {
             live: LivePipeline::new(fusion_pipeline(models).map_err(|e| e.to_string())?, live),
@@ -96,11 +101,14 @@ impl State {
             self.live.set_mask(s.mask);
             self.live.set_face_order(s.face_order);
             self.live.set_color_transfer(s.color_transfer);
+            self.live.set_mouth(mouth(&self.config, &s));
             self.live.set_reference_distance(s.reference_distance);
         }
         if let Some(c) = p.config {
             self.live.set_detect_interval(c.detect_interval);
             self.live.set_tracking(c.smoothing, c.sticky);
+            let on = self.live.settings().mouth.enabled;
+            self.live.set_mouth(MouthSettings { enabled: on, grow: c.mouth_grow, feather: c.mouth_feather });
             self.config = c;
         }
         self.snapshot |= p.snapshot;
@@ -220,6 +228,7 @@ fn faces_message<'a>(
             paste: ms(t.paste),
             enhance: ms(t.enhance),
             color: ms(t.color),
+            mouth: ms(t.mouth),
             encode: ms(encode),
             total: ms(total),
         },

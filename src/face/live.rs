@@ -7,8 +7,8 @@
 //! Time comes in as an argument, so the cadence is testable without sleeps.
 
 use super::{
-    largest, Blend, ColorTransfer, Embedding, Face, FaceOrder, FusionPipeline, MaskSettings, Result, Selector,
-    SelectorMode, SmoothSettings, StageTimings, Sticky, StickySettings, Tracked, Tracker, REFERENCE_DISTANCE,
+    largest, Blend, ColorTransfer, Embedding, Face, FaceOrder, FusionPipeline, MaskSettings, MouthSettings, Result,
+    Selector, SelectorMode, SmoothSettings, StageTimings, Sticky, StickySettings, Tracked, Tracker, REFERENCE_DISTANCE,
 };
 use crate::vision::RgbImage;
 use serde::Serialize;
@@ -45,6 +45,7 @@ pub struct LiveSettings {
     /// Which face `one` picks first.
     pub order: FaceOrder,
     pub color_transfer: ColorTransfer,
+    pub mouth: MouthSettings,
 }
 
 impl LiveSettings {
@@ -60,6 +61,7 @@ impl LiveSettings {
             mask: MaskSettings::default(),
             order: FaceOrder::LargeSmall,
             color_transfer: ColorTransfer::None,
+            mouth: MouthSettings::default(),
         }
     }
 }
@@ -84,6 +86,7 @@ impl LivePipeline {
         fusion.settings.blend = settings.blend;
         fusion.set_mask(settings.mask);
         fusion.swapper.color_transfer = settings.color_transfer;
+        fusion.mouth = settings.mouth;
         fusion.settings.selector = Selector::One;
         let mut live = LivePipeline {
             fusion,
@@ -117,8 +120,14 @@ impl LivePipeline {
         fusion.settings = self.fusion.settings.clone();
         fusion.set_mask(self.settings.mask);
         fusion.swapper.color_transfer = self.settings.color_transfer;
+        fusion.mouth = self.settings.mouth;
         self.fusion = fusion;
         Ok(())
+    }
+
+    pub fn set_mouth(&mut self, m: MouthSettings) {
+        self.settings.mouth = m;
+        self.fusion.mouth = m;
     }
 
     pub fn set_color_transfer(&mut self, c: ColorTransfer) {

@@ -5,7 +5,9 @@
 mod aligned;
 pub mod detect;
 mod enhance;
+mod landmark68;
 mod live;
+mod mouth;
 mod pipeline;
 mod recognize;
 mod select;
@@ -16,7 +18,9 @@ mod track;
 
 pub use detect::Detector;
 pub use enhance::Enhancer;
+pub use landmark68::Landmarker;
 pub use live::{FrameReport, LivePipeline, LiveSettings};
+pub use mouth::{cut_mouth, MouthSettings};
 pub use pipeline::{FusionPipeline, PipelineSettings, StageTimings};
 pub use recognize::{Embedding, Recognizer};
 pub use select::{Blend, FaceOrder, Selector, SelectorMode, Sticky, StickySettings, REFERENCE_DISTANCE};

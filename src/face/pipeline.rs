@@ -1,9 +1,12 @@
 //! The stages of one frame after detection: select, embed, swap, paste
 //! and enhance, with per-stage timings.
 
-use super::{Blend, Detector, Embedding, Enhancer, Face, FaceError, Recognizer, Result, Selector, Swapper};
+use super::{
+    cut_mouth, Blend, Detector, Embedding, Enhancer, Face, FaceError, Landmarker, MouthSettings, Recognizer, Result,
+    Selector, Swapper,
+};
 use crate::infer::Tensor;
-use crate::vision::RgbImage;
+use crate::vision::{Affine, RgbImage};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -20,6 +23,8 @@ pub struct StageTimings {
     pub enhance: Duration,
     /// Colour transfer of the swapped faces (`pipeline.color_transfer`).
     pub color: Duration,
+    /// The mouth mask: the 68-point landmarker and the cut (`mouth_mask`).
+    pub mouth: Duration,
     pub total: Duration,
     /// Of all the above, the time inside the inference engine; the rest is
     /// pixel and bookkeeping work (letterbox, decode, NMS, align, paste).
@@ -51,13 +56,25 @@ pub struct FusionPipeline {
     pub swapper: Swapper,
     /// Runs on every swapped face when present.
     pub enhancer: Option<Enhancer>,
+    /// Finds the lip line for the mouth mask, when the tier has one.
+    pub landmarker: Option<Landmarker>,
+    pub mouth: MouthSettings,
     pub settings: PipelineSettings,
     source: Option<Source>,
 }
 
 impl FusionPipeline {
     pub fn new(detector: Detector, recognizer: Recognizer, swapper: Swapper, settings: PipelineSettings) -> Self {
-        FusionPipeline { detector, recognizer, swapper, enhancer: None, settings, source: None }
+        FusionPipeline {
+            detector,
+            recognizer,
+            swapper,
+            enhancer: None,
+            landmarker: None,
+            mouth: MouthSettings::default(),
+            settings,
+            source: None,
+        }
     }
 
     /// Sets the identity to swap in: the largest face of `img`.
@@ -118,8 +135,21 @@ impl FusionPipeline {
                 t.color += self.swapper.last_color;
                 t.swap += (p - s).saturating_sub(self.swapper.last_color);
                 t.inference += self.swapper.last_inference();
-                self.swapper.paste(frame, &to_crop, self.settings.blend.fraction());
-                t.paste += p.elapsed();
+                let blend = self.settings.blend.fraction();
+                match self.landmarker.as_mut().filter(|_| self.mouth.enabled) {
+                    Some(lm) => {
+                        let mask = mouth_mask(lm, &self.swapper, frame, faces[i].bbox, &to_crop, &self.mouth)?;
+                        t.mouth += p.elapsed();
+                        t.inference += lm.last_inference;
+                        let q = Instant::now();
+                        self.swapper.paste_with(frame, &to_crop, blend, &mask);
+                        t.paste += q.elapsed();
+                    }
+                    None => {
+                        self.swapper.paste(frame, &to_crop, blend);
+                        t.paste += p.elapsed();
+                    }
+                }
                 if let Some(enhancer) = self.enhancer.as_mut() {
                     let e = Instant::now();
                     enhancer.enhance(frame, &faces[i].landmarks)?;
@@ -132,4 +162,21 @@ impl FusionPipeline {
         t.total = start.elapsed();
         Ok((swapped, t))
     }
+}
+
+/// The swapper's paste mask with the mouth of the face in `bbox` cut out.
+fn mouth_mask(
+    lm: &mut Landmarker,
+    swapper: &Swapper,
+    frame: &RgbImage,
+    bbox: [f32; 4],
+    to_crop: &Affine,
+    s: &MouthSettings,
+) -> Result<Vec<f32>> {
+    let lips = lm.mouth(frame, bbox)?.map(|[x, y]| {
+        let (u, v) = to_crop.apply(x, y);
+        [u, v]
+    });
+    let (mask, w, h) = swapper.mask();
+    Ok(cut_mouth(mask, w, h, &lips, s))
 }

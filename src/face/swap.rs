@@ -176,4 +176,14 @@ impl Swapper {
     pub fn paste(&self, frame: &mut RgbImage, to_crop: &Affine, blend: f32) {
         paste_back(frame, &self.out, &self.mask, to_crop, blend);
     }
+
+    /// The box mask, one weight per crop pixel (row-major, crop size).
+    pub fn mask(&self) -> (&[f32], usize, usize) {
+        (&self.mask, self.out.width() as usize, self.out.height() as usize)
+    }
+
+    /// Pastes the last output crop with another mask of the crop's size.
+    pub fn paste_with(&self, frame: &mut RgbImage, to_crop: &Affine, blend: f32, mask: &[f32]) {
+        paste_back(frame, &self.out, mask, to_crop, blend);
+    }
 }

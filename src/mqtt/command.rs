@@ -27,6 +27,8 @@ pub enum Command {
     /// Which face `one` picks first.
     FaceOrder(FaceOrder),
     ColorTransfer(ColorTransfer),
+    /// Keep the person's own mouth under the swapped face.
+    MouthMask(bool),
     /// Box-mask blur, 0..=1 (FaceFusion's face_mask_blur).
     MaskBlur(f32),
     /// Box-mask padding in percent: top, right, bottom, left.
@@ -89,6 +91,14 @@ fn number(s: &str, lo: f32, hi: f32, err: &dyn Fn(String) -> CommandError) -> Re
     Ok(v)
 }
 
+fn on_off(s: &str, err: &dyn Fn(String) -> CommandError) -> Result<bool, CommandError> {
+    match s.to_ascii_uppercase().as_str() {
+        "ON" => Ok(true),
+        "OFF" => Ok(false),
+        other => Err(err(format!("`{other}` is not ON or OFF"))),
+    }
+}
+
 /// `top,right,bottom,left` percentages (one number sets all four).
 fn padding(s: &str, err: &dyn Fn(String) -> CommandError) -> Result<[f32; 4], CommandError> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
@@ -149,11 +159,8 @@ fn identity_name(s: &str) -> bool {
 pub fn parse(feature: &str, payload: &[u8], limits: &CommandLimits) -> Result<Command, CommandError> {
     let err = |reason: String| CommandError { command: feature.chars().take(64).collect(), reason };
     match feature {
-        "enabled" => match text(payload, &err)?.to_ascii_uppercase().as_str() {
-            "ON" => Ok(Command::Enabled(true)),
-            "OFF" => Ok(Command::Enabled(false)),
-            other => Err(err(format!("`{other}` is not ON or OFF"))),
-        },
+        "enabled" => on_off(text(payload, &err)?, &err).map(Command::Enabled),
+        "mouth_mask" => on_off(text(payload, &err)?, &err).map(Command::MouthMask),
         "source" => {
             // `<name>\n<image bytes>` names the image; the name line is short
             // and the image starts with its magic bytes.
@@ -260,6 +267,7 @@ mod tests {
         assert_eq!(ok("selector", b"many"), Command::Selector(SelectorMode::Many));
         assert_eq!(ok("frame_rate", b"0"), Command::FrameRate(0.0));
         assert_eq!(ok("mask_blur", b"0.5"), Command::MaskBlur(0.5));
+        assert_eq!(ok("mouth_mask", b"on"), Command::MouthMask(true));
         assert_eq!(ok("color_transfer", b"rct"), Command::ColorTransfer(ColorTransfer::Rct));
         assert_eq!(ok("face_order", b"left-right"), Command::FaceOrder(FaceOrder::LeftRight));
         assert_eq!(ok("mask_padding", b"10"), Command::MaskPadding([10.0; 4]));
@@ -293,6 +301,7 @@ mod tests {
         assert!(refused("blend", &[b'1'; 1000]).contains("too long"));
         assert!(refused("launch", b"1").contains("unknown command"));
         assert!(refused("mask_blur", b"2").contains("outside"));
+        assert!(refused("mouth_mask", b"maybe").contains("ON or OFF"));
         assert!(refused("color_transfer", b"lut").contains("none or rct"));
         assert!(refused("face_order", b"tallest").contains("left-right"));
         assert!(refused("mask_padding", b"1,2,3").contains("four"));

@@ -119,6 +119,8 @@ pub struct TimingsOut {
     pub enhance: f32,
     /// Colour transfer of the swapped faces.
     pub color: f32,
+    /// The mouth mask (68-point landmarker and the cut).
+    pub mouth: f32,
     pub encode: f32,
     pub total: f32,
 }
@@ -151,6 +153,7 @@ pub struct LatencyReport {
     pub paste: Option<Percentiles>,
     pub enhance: Option<Percentiles>,
     pub color: Option<Percentiles>,
+    pub mouth: Option<Percentiles>,
     pub pipeline: Option<Percentiles>,
     pub encode: Option<Percentiles>,
     pub capture_to_publish: Option<Percentiles>,

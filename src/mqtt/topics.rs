@@ -10,7 +10,7 @@
 //! | `<base>/<feature>/state` | out, retained | the applied value |
 
 /// Features that take commands on `<base>/<feature>/set`.
-pub const FEATURES: [&str; 13] = [
+pub const FEATURES: [&str; 14] = [
     "enabled",
     "source",
     "quality",
@@ -18,6 +18,7 @@ pub const FEATURES: [&str; 13] = [
     "selector",
     "face_order",
     "color_transfer",
+    "mouth_mask",
     "frame_rate",
     "mask_blur",
     "mask_padding",

@@ -20,12 +20,15 @@ pub struct TierModels {
     pub recognizer: Arc<LoadedModel>,
     pub swapper: Arc<LoadedModel>,
     pub enhancer: Option<Arc<LoadedModel>>,
+    /// The 68-point landmarker the mouth mask needs, when the tier lists one.
+    pub landmarker: Option<Arc<LoadedModel>>,
 }
 
 impl TierModels {
     pub fn all(&self) -> Vec<&Arc<LoadedModel>> {
         let mut all = vec![&self.detector, &self.recognizer, &self.swapper];
         all.extend(self.enhancer.as_ref());
+        all.extend(self.landmarker.as_ref());
         all
     }
 }
@@ -121,6 +124,7 @@ impl Store {
             recognizer: role(Kind::Recognizer)?,
             swapper: role(Kind::Swapper)?,
             enhancer: optional(Kind::Enhancer)?,
+            landmarker: optional(Kind::Landmarker)?,
         })
     }
 

@@ -164,6 +164,10 @@ fn every_command_is_applied_or_refused_and_a_flood_changes_nothing() {
     refused("frame_rate", b"-1".to_vec(), "outside");
     refused("mask_blur", b"3".to_vec(), "outside");
     refused("face_order", b"tallest".to_vec(), "left-right");
+    // These tiers list no landmarker: the mouth mask is refused and stays OFF.
+    let from = w.count();
+    refused("mouth_mask", b"ON".to_vec(), "no landmarker");
+    w.wait_from(from, "mouth_mask/state", *T, |m| m.text() == "OFF");
     refused("mask_padding", b"1,2".to_vec(), "four");
     refused("reference_distance", b"x".to_vec(), "not a number");
     refused("source", b"\x89PNG\r\n\x1a\nnot really".to_vec(), "cannot be read");

@@ -62,8 +62,13 @@ fn the_swap_changes_the_swapped_face_only_and_blend_mask_enabled_and_frame_rate_
     let config = write_config(dir.path(), broker.port, "pixels", "");
     let d = dir.path().join("conf.d");
     std::fs::create_dir(&d).unwrap();
-    let dropin =
-        format!("[models]\nstart_tier = \"quality\"\n[camera]\nsamples = [{:?}]\n", still.display().to_string());
+    // One tier, with the colour-painting swapper and a landmarker (for the
+    // mouth mask).
+    let dropin = format!(
+        "[models]\nstart_tier = \"quality\"\n[camera]\nsamples = [{:?}]\n[[tier]]\nname = \"quality\"\n\
+         models = [\"yunet_2023mar\", \"arcface_fr\", \"latent_color_swapper\", \"landmark68_fr\"]\n",
+        still.display().to_string()
+    );
     std::fs::write(d.join("10-still.toml"), dropin).unwrap();
     let w = Watcher::start(broker.port, "fusiond/pixels");
     let _d = Daemon::spawn(&config);
@@ -83,8 +88,12 @@ fn the_swap_changes_the_swapped_face_only_and_blend_mask_enabled_and_frame_rate_
     let core = grown(swapped[0], -0.25);
     let far = |x, y| boxes.iter().all(|b| !inside(grown(*b, 1.0), x, y));
 
+    let b = swapped[0];
+    let (bw, bh) = (b[2] - b[0], b[3] - b[1]);
+    let mouth = [b[0] + 0.3 * bw, b[1] + 0.72 * bh, b[0] + 0.7 * bw, b[1] + 0.88 * bh];
     let out = next_frame(&w);
     let (face, background) = (mad(&out, &input, |x, y| inside(core, x, y)), mad(&out, &input, far));
+    let mouth_swapped = mad(&out, &input, |x, y| inside(mouth, x, y));
     eprintln!("swapped: face {face:.1}, background {background:.2} levels");
     assert!(face > 8.0, "the swapped face did not change: {face:.1}");
     assert!(background < 3.0, "the background changed: {background:.2}");
@@ -100,6 +109,16 @@ fn the_swap_changes_the_swapped_face_only_and_blend_mask_enabled_and_frame_rate_
     let face = mad(&next_frame(&w), &input, |x, y| inside(core, x, y));
     assert!(face < 3.0, "mask_padding 100 pastes nothing: {face:.1}");
     applied(&w, "mask_padding", "0,0,0,0");
+
+    // The mouth mask keeps the mouth: the face changes less, and it is timed.
+    applied(&w, "mouth_mask", "ON");
+    let from = w.count();
+    let timed = w.wait_from(from, "faces", *T, |m| m.json()["timings_ms"]["mouth"].as_f64().is_some_and(|t| t > 0.0));
+    assert!(timed.json()["faces"].as_array().unwrap().iter().any(|f| f["swapped"] == true));
+    let kept = mad(&next_frame(&w), &input, |x, y| inside(mouth, x, y));
+    eprintln!("mouth area: {mouth_swapped:.1} levels swapped, {kept:.1} with the mouth mask");
+    assert!(kept < 0.8 * mouth_swapped, "the mouth is kept: {kept:.1} vs {mouth_swapped:.1} levels");
+    applied(&w, "mouth_mask", "OFF");
 
     applied(&w, "enabled", "OFF");
     let all = mad(&next_frame(&w), &input, |_, _| true);

@@ -314,3 +314,67 @@ fn colour_transfer_moves_the_swapped_face_to_the_original_colours() {
     assert!(gaps[1] < 2.0, "with rct the face takes the original's colours: gap {:.2}", gaps[1]);
     assert!(gaps[0] > 5.0, "without it the swapper's colours stay: gap {:.2}", gaps[0]);
 }
+
+/// The mouth mask keeps the person's own mouth: inside the lip line
+/// (eroded a little) the output equals the input, while the rest of the
+/// face changes.
+#[test]
+fn the_mouth_mask_keeps_the_original_mouth_and_swaps_the_rest_of_the_face() {
+    use fusiond::face::{FusionPipeline, LiveSettings, MouthSettings, PipelineSettings};
+    let catalog = catalog();
+    for photo in ["fr_obama.jpg", "pexels-sam-lion-5709614.jpg"] {
+        let before = image(photo);
+        let mut fusion = FusionPipeline::new(
+            catalog.detector("scrfd_500m", None).unwrap(),
+            catalog.recognizer("arcface_fr"),
+            catalog.swapper("latent_color_swapper"),
+            PipelineSettings::default(),
+        );
+        fusion.landmarker = Some(catalog.landmarker("landmark68_fr"));
+        let mouth = MouthSettings { enabled: true, ..MouthSettings::default() };
+        let mut live = LivePipeline::new(fusion, LiveSettings { mouth, ..LiveSettings::still(SelectorMode::One) });
+        live.set_source(&image("fr_biden.jpg"), "source").unwrap();
+        let mut after = before.clone();
+        let report = live.process(&mut after, Instant::now()).unwrap();
+        assert_eq!(report.swapped.len(), 1);
+        assert!(report.timings.mouth.as_nanos() > 0, "the mouth mask is timed");
+        let face = &report.faces[report.swapped[0]];
+        let lips = catalog.landmarker("landmark68_fr").mouth(&before, face.bbox).unwrap();
+        let c = lips.iter().fold([0.0, 0.0], |a, q| [a[0] + q[0] / 12.0, a[1] + q[1] / 12.0]);
+        let scaled = |k: f32| lips.map(|q| [c[0] + (q[0] - c[0]) * k, c[1] + (q[1] - c[1]) * k]);
+        let (eroded, grown) = (scaled(0.7), scaled(1.6));
+        let (mut kept, mut changed, mut n_in, mut n_out) = (0usize, 0.0f64, 0usize, 0usize);
+        let b = face.bbox.map(|v| v.max(0.0) as u32);
+        for y in b[1]..b[3].min(before.height()) {
+            for x in b[0]..b[2].min(before.width()) {
+                let (px, py) = (x as f32, y as f32);
+                if in_polygon(&eroded, px, py) {
+                    n_in += 1;
+                    kept += usize::from(before.get_pixel(x, y) == after.get_pixel(x, y));
+                } else if !in_polygon(&grown, px, py) {
+                    n_out += 1;
+                    let (p, q) = (before.get_pixel(x, y), after.get_pixel(x, y));
+                    changed += (0..3).map(|k| (p[k] as f64 - q[k] as f64).abs()).sum::<f64>() / 3.0;
+                }
+            }
+        }
+        let changed = changed / n_out.max(1) as f64;
+        eprintln!("{photo}: {kept} of {n_in} mouth pixels kept, the rest of the face moved {changed:.1} levels");
+        assert!(n_in > 50, "{photo}: the lip polygon is too small ({n_in} px)");
+        assert_eq!(kept, n_in, "{photo}: inside the lip line the output equals the input");
+        assert!(changed > 8.0, "{photo}: the rest of the face was not swapped ({changed:.1})");
+    }
+}
+
+fn in_polygon(poly: &[[f32; 2]; 12], x: f32, y: f32) -> bool {
+    let mut odd = false;
+    let mut j = poly.len() - 1;
+    for i in 0..poly.len() {
+        let (a, b) = (poly[i], poly[j]);
+        if (a[1] > y) != (b[1] > y) && x < (b[0] - a[0]) * (y - a[1]) / (b[1] - a[1]) + a[0] {
+            odd = !odd;
+        }
+        j = i;
+    }
+    odd
+}

@@ -1,6 +1,6 @@
 use fusiond::face::{
-    Detector, Enhancer, FusionPipeline, LivePipeline, LiveSettings, MaskSettings, PipelineSettings, Recognizer,
-    SelectorMode, Swapper,
+    Detector, Enhancer, FusionPipeline, Landmarker, LivePipeline, LiveSettings, MaskSettings, PipelineSettings,
+    Recognizer, SelectorMode, Swapper,
 };
 use fusiond::infer::TractBackend;
 use fusiond::manifest::{Kind, ModelEntry};
@@ -133,6 +133,11 @@ impl Models {
     pub fn swapper(&self, name: &str) -> Swapper {
         let m = self.pick(name, Kind::Swapper);
         Swapper::new(m.entry, &*m.model, m.emap, MaskSettings::default()).unwrap()
+    }
+
+    pub fn landmarker(&self, name: &str) -> Landmarker {
+        let m = self.pick(name, Kind::Landmarker);
+        Landmarker::new(m.entry, &*m.model).unwrap()
     }
 
     pub fn enhancer(&self, name: &str) -> Enhancer {
