@@ -122,14 +122,22 @@ impl ControlLoop<'_> {
         self.mailbox.settings(self.control.settings());
     }
 
-    /// The identity of a source command, whether it came from the cache, and
-    /// its label; a refusal names the reason.
-    fn identity(&mut self, src: SourceCommand) -> Result<(String, Embedding, bool), String> {
+    /// The identity of a source command, whether it came from the cache,
+    /// how many images went into it, and its label; a refusal names the
+    /// reason.
+    fn identity(&mut self, src: SourceCommand) -> Result<(String, Embedding, bool, usize), String> {
         let unavailable = || "the face bank is unavailable; see the log".to_string();
         let (name, bytes) = match src {
             SourceCommand::Named(name) => {
                 let e = self.bank.as_ref().ok_or_else(unavailable)?.get(&name).map_err(|e| e.to_string())?;
-                return Ok((name, e, true));
+                return Ok((name, e, true, 1));
+            }
+            SourceCommand::Names(names) => {
+                let bank = self.bank.as_ref().ok_or_else(unavailable)?;
+                let all =
+                    names.iter().map(|n| bank.get(n)).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+                let mean = Embedding::mean(&all).ok_or("the identities have different lengths")?;
+                return Ok((names.join("+"), mean, true, names.len()));
             }
             SourceCommand::Image { name, bytes, .. } => (name, bytes),
         };
@@ -148,20 +156,20 @@ impl ControlLoop<'_> {
         if let Some(name) = &name {
             self.bank.as_mut().ok_or_else(unavailable)?.insert(name, &embedding).map_err(|e| e.to_string())?;
         }
-        Ok((name.unwrap_or_else(|| format!("image:{}", &hash[..12])), embedding, cached))
+        Ok((name.unwrap_or_else(|| format!("image:{}", &hash[..12])), embedding, cached, 1))
     }
 
     /// Computes (or recalls) the identity, posts it to the worker, and
     /// updates the source state; a failure is refused and changes nothing.
     pub fn set_source(&mut self, src: SourceCommand) {
-        let (label, embedding, cached) = match self.identity(src) {
+        let (label, embedding, cached, images) = match self.identity(src) {
             Ok(found) => found,
             Err(reason) => return self.refuse("source", reason),
         };
         self.mailbox.source(Some(embedding));
         self.active_source = Some(label.clone());
         let bank = self.bank.as_ref().map(|b| b.names()).unwrap_or_default();
-        let state = SourceState { active: self.active_source.as_deref(), bank }.to_json();
+        let state = SourceState { active: self.active_source.as_deref(), images, bank }.to_json();
         let effect = self.control.source_set(&state);
         self.apply(vec![effect]);
         self.event(Event::SourceSet { source: label, cached });

@@ -21,6 +21,21 @@ impl Embedding {
         Embedding { raw, normed }
     }
 
+    /// The mean of `all`'s normalised vectors (one identity from several
+    /// photos, as FaceFusion averages its source images); `None` when `all`
+    /// is empty or the lengths differ.
+    pub fn mean(all: &[Embedding]) -> Option<Embedding> {
+        let n = all.first()?.normed.len();
+        if all.iter().any(|e| e.normed.len() != n) {
+            return None;
+        }
+        let mut sum = vec![0.0f32; n];
+        for e in all {
+            sum.iter_mut().zip(&e.normed).for_each(|(s, v)| *s += v / all.len() as f32);
+        }
+        Some(Embedding::from_raw(sum))
+    }
+
     /// Cosine similarity of the normalised vectors.
     pub fn cosine(&self, other: &Embedding) -> f32 {
         self.normed.iter().zip(&other.normed).map(|(a, b)| a * b).sum()
@@ -58,5 +73,20 @@ impl Recognizer {
             return Err(FaceError::Contract { model, message: "a non-finite embedding".into() });
         }
         Ok(Embedding::from_raw(raw))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mean_of_identities_lies_between_them_and_is_normalised() {
+        let (a, b) = (Embedding::from_raw(vec![3.0, 0.0]), Embedding::from_raw(vec![0.0, 1.0]));
+        let m = Embedding::mean(&[a.clone(), b.clone()]).unwrap();
+        assert!((m.normed[0] - m.normed[1]).abs() < 1e-6 && (m.cosine(&a) - m.cosine(&b)).abs() < 1e-6);
+        assert!((m.normed.iter().map(|v| v * v).sum::<f32>() - 1.0).abs() < 1e-5);
+        assert!(Embedding::mean(&[]).is_none());
+        assert!(Embedding::mean(&[a, Embedding::from_raw(vec![1.0; 3])]).is_none());
     }
 }

@@ -13,6 +13,9 @@ pub enum SourceCommand {
     Image { name: Option<String>, bytes: Vec<u8>, width: u32, height: u32 },
     /// The name of an identity in the face bank.
     Named(String),
+    /// Several face bank names (`alice,alice2`): their identities averaged,
+    /// as FaceFusion averages several source images.
+    Names(Vec<String>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -151,6 +154,22 @@ fn png_header_size(p: &[u8]) -> Option<(u32, u32)> {
     Some((be(16)?, be(20)?))
 }
 
+/// Most identities a `source` command may average.
+pub const MAX_SOURCE_NAMES: usize = 16;
+
+/// `name`, or `name,name,...` (2 to [`MAX_SOURCE_NAMES`] names).
+fn named_source(payload: &[u8]) -> Option<SourceCommand> {
+    let text = std::str::from_utf8(payload).ok()?.trim();
+    let names: Vec<&str> = text.split(',').map(str::trim).collect();
+    if names.len() > MAX_SOURCE_NAMES || !names.iter().all(|n| identity_name(n)) {
+        return None;
+    }
+    Some(match names[..] {
+        [one] => SourceCommand::Named(one.into()),
+        _ => SourceCommand::Names(names.iter().map(|n| n.to_string()).collect()),
+    })
+}
+
 fn identity_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
@@ -176,9 +195,11 @@ pub fn parse(feature: &str, payload: &[u8], limits: &CommandLimits) -> Result<Co
                 let (width, height) = image(bytes, limits, &err)?;
                 return Ok(Command::Source(SourceCommand::Image { name, bytes: bytes.to_vec(), width, height }));
             }
-            let name = std::str::from_utf8(payload).ok().map(str::trim).filter(|n| identity_name(n));
-            name.map(|n| Command::Source(SourceCommand::Named(n.into()))).ok_or_else(|| {
-                err("send JPEG or PNG bytes, or the name of a saved identity ([A-Za-z0-9_.-], at most 64)".into())
+            named_source(payload).map(Command::Source).ok_or_else(|| {
+                err(format!(
+                    "send JPEG or PNG bytes, or the name of a saved identity ([A-Za-z0-9_.-], at most 64), or up \
+                     to {MAX_SOURCE_NAMES} names separated by commas"
+                ))
             })
         }
         "quality" => {
@@ -276,6 +297,10 @@ mod tests {
         assert_eq!(ok("snapshot", b""), Command::Snapshot);
         assert_eq!(ok("reload", b"PRESS"), Command::Reload);
         assert_eq!(ok("source", b"alice"), Command::Source(SourceCommand::Named("alice".into())));
+        assert_eq!(
+            ok("source", b"alice, bob"),
+            Command::Source(SourceCommand::Names(vec!["alice".into(), "bob".into()]))
+        );
         assert!(matches!(
             ok("source", &png(8, 6)),
             Command::Source(SourceCommand::Image { name: None, width: 8, height: 6, .. })
@@ -300,6 +325,8 @@ mod tests {
         assert!(refused("enabled", &[0xff, 0xfe]).contains("UTF-8"));
         assert!(refused("blend", &[b'1'; 1000]).contains("too long"));
         assert!(refused("launch", b"1").contains("unknown command"));
+        assert!(refused("source", b"alice,,bob").contains("commas"));
+        assert!(refused("source", "a,".repeat(17).trim_end_matches(',').as_bytes()).contains("up to 16"));
         assert!(refused("mask_blur", b"2").contains("outside"));
         assert!(refused("mouth_mask", b"maybe").contains("ON or OFF"));
         assert!(refused("color_transfer", b"lut").contains("none or rct"));

@@ -83,6 +83,8 @@ impl CommandError {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SourceState<'a> {
     pub active: Option<&'a str>,
+    /// How many images went into the active identity.
+    pub images: usize,
     pub bank: Vec<String>,
 }
 
@@ -226,7 +228,7 @@ mod tests {
 
     #[test]
     fn the_source_state_names_the_active_identity_and_the_bank() {
-        let s = SourceState { active: Some("alice"), bank: vec!["alice".into(), "bob".into()] };
-        assert_eq!(s.to_json(), r#"{"active":"alice","bank":["alice","bob"]}"#);
+        let s = SourceState { active: Some("alice"), images: 1, bank: vec!["alice".into(), "bob".into()] };
+        assert_eq!(s.to_json(), r#"{"active":"alice","images":1,"bank":["alice","bob"]}"#);
     }
 }

@@ -152,6 +152,15 @@ fn every_command_is_applied_or_refused_and_a_flood_changes_nothing() {
     let from = w.count();
     w.send("source", b"obama".to_vec());
     w.wait_from(from, "events", *T, |m| m.json()["event"] == "source_set" && m.json()["cached"] == true);
+    // Several saved identities average into one.
+    let obama1 = std::fs::read(shared("images/fr_obama.jpg")).unwrap();
+    let from = w.count();
+    w.send("source", [&b"obama1\n"[..], &obama1].concat());
+    w.wait_from(from, "source/state", *T, |m| m.json()["active"] == "obama1");
+    let from = w.count();
+    w.send("source", b"obama,obama1".to_vec());
+    let state = w.wait_from(from, "source/state", *T, |m| m.json()["active"] == "obama+obama1").json();
+    assert_eq!(state["images"], 2, "{state}");
     let from = w.count();
     w.send("reload", b"".to_vec());
     w.wait_from(from, "events", *T, |m| m.json()["event"] == "reloaded");
