@@ -24,6 +24,8 @@ pub struct Settings {
     pub mouth_mask: bool,
     /// `reference`: largest face distance that is still the person.
     pub reference_distance: f32,
+    /// The mapping as published (`alice=bob,…`), once one is set.
+    pub map: Option<String>,
     /// The source state as published (JSON naming the active identity and
     /// the face bank), once a source is set.
     pub source: Option<String>,
@@ -36,6 +38,8 @@ pub enum Effect {
     State { feature: &'static str, value: String },
     /// Compute (or look up) and set the source identity.
     SetSource(SourceCommand),
+    /// Look up the mapping's identities and set it.
+    SetMap(Vec<(String, String)>),
     /// Switch the pipeline to tier `0`; the daemon then reports the tier
     /// that runs with [`Control::tier_in_use`], which echoes the state.
     SwitchTier(String),
@@ -93,6 +97,9 @@ impl Control {
         if let Some(name) = &s.source {
             out.push(Effect::State { feature: "source", value: name.clone() });
         }
+        if let Some(map) = &s.map {
+            out.push(Effect::State { feature: "map", value: map.clone() });
+        }
         out
     }
 
@@ -147,6 +154,8 @@ impl Control {
                 s.reference_distance = d;
                 vec![Effect::Reconfigure, Effect::State { feature: "reference_distance", value: format!("{d}") }]
             }
+            // The mapping's state is published once its names are found.
+            Command::Map(pairs) => vec![Effect::SetMap(pairs)],
             // The source's state is published once the identity is computed.
             Command::Source(src) => vec![Effect::SetSource(src)],
             Command::Snapshot => vec![Effect::Snapshot],
@@ -159,6 +168,12 @@ impl Control {
     pub fn source_set(&mut self, state: &str) -> Effect {
         self.settings.source = Some(state.to_string());
         Effect::State { feature: "source", value: state.to_string() }
+    }
+
+    /// Records the mapping once the daemon has set it.
+    pub fn map_set(&mut self, state: &str) -> Effect {
+        self.settings.map = Some(state.to_string());
+        Effect::State { feature: "map", value: state.to_string() }
     }
 
     /// Turns the mouth mask off (the running tier cannot do it) and echoes it.
@@ -196,6 +211,7 @@ mod tests {
             color_transfer: ColorTransfer::None,
             mouth_mask: false,
             reference_distance: 0.3,
+            map: None,
             source: None,
         };
         let limits = CommandLimits { tiers: vec!["fast".into(), "quality".into()], ..CommandLimits::default() };

@@ -3,7 +3,7 @@
 //! retained states, events and posts to the worker's mailbox; stats go out
 //! on a timer. Nothing here waits on the worker or on the broker.
 
-use super::bank::FaceBank;
+use super::bank::{BankError, FaceBank};
 use super::counters::Counters;
 use super::mailbox::Mailbox;
 use super::settings::{limits, restart_needed, WorkerConfig};
@@ -99,6 +99,7 @@ impl ControlLoop<'_> {
                 }
                 Effect::Snapshot => self.mailbox.snapshot(),
                 Effect::SetSource(src) => self.set_source(src),
+                Effect::SetMap(pairs) => self.set_map(pairs),
                 Effect::SwitchTier(tier) => self.switch_tier(&tier, "quality"),
                 Effect::Reload => self.reload(),
                 Effect::Stall => self.mailbox.stall(),
@@ -173,6 +174,23 @@ impl ControlLoop<'_> {
         let effect = self.control.source_set(&state);
         self.apply(vec![effect]);
         self.event(Event::SourceSet { source: label, cached });
+    }
+
+    /// Looks the mapping's names up in the face bank and posts the
+    /// identities to the worker; an unknown name is refused and changes
+    /// nothing.
+    pub fn set_map(&mut self, pairs: Vec<(String, String)>) {
+        let Some(bank) = self.bank.as_ref() else {
+            return self.refuse("map", "the face bank is unavailable; see the log".into());
+        };
+        let found: Result<Vec<_>, BankError> = pairs.iter().map(|(a, b)| Ok((bank.get(a)?, bank.get(b)?))).collect();
+        match found {
+            Ok(identities) => self.mailbox.mappings(identities),
+            Err(e) => return self.refuse("map", e.to_string()),
+        }
+        let state = pairs.iter().map(|(a, b)| format!("{a}={b}")).collect::<Vec<_>>().join(",");
+        let effect = self.control.map_set(&state);
+        self.apply(vec![effect]);
     }
 
     /// Loads tier `tier` (or the one below it that loads) and posts it to

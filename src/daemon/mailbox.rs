@@ -18,6 +18,8 @@ pub struct Pending {
     /// The identity to swap in; `Some(None)` stops swapping.
     pub source: Option<Option<Embedding>>,
     pub settings: Option<Settings>,
+    /// Per-person mapping: `from` identities and the `to` they take.
+    pub mappings: Option<Vec<(Embedding, Embedding)>>,
     pub config: Option<WorkerConfig>,
     pub snapshot: bool,
     /// Hang the worker (watchdog tests).
@@ -44,6 +46,10 @@ impl Mailbox {
 
     pub fn source(&self, s: Option<Embedding>) {
         self.post(|p| p.source.replace(s).is_some())
+    }
+
+    pub fn mappings(&self, pairs: Vec<(Embedding, Embedding)>) {
+        self.post(|p| p.mappings.replace(pairs).is_some())
     }
 
     pub fn settings(&self, s: &Settings) {
@@ -90,6 +96,7 @@ mod tests {
             color_transfer: Default::default(),
             mouth_mask: false,
             reference_distance: 0.3,
+            map: None,
             source: None,
         }
     }

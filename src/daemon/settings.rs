@@ -76,6 +76,7 @@ impl DaemonSettings {
                 mask: MaskSettings { blur: config.pipeline.mask_blur, padding: config.pipeline.mask_padding },
                 color_transfer: config.pipeline.color_transfer,
                 mouth_mask: config.pipeline.mouth_mask,
+                map: None,
                 reference_distance: config.pipeline.reference_distance,
                 source: None,
             },

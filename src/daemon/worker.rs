@@ -93,6 +93,11 @@ impl State {
             Some(None) => self.live.clear_source(),
             None => {}
         }
+        if let Some(pairs) = p.mappings {
+            if let Err(e) = self.live.set_mappings(pairs) {
+                log::error!("cannot use the mapping: {e}");
+            }
+        }
         if let Some(s) = p.settings {
             self.enabled = s.enabled;
             self.frame_rate = s.frame_rate;

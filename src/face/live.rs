@@ -7,8 +7,9 @@
 //! Time comes in as an argument, so the cadence is testable without sleeps.
 
 use super::{
-    largest, Blend, ColorTransfer, Embedding, Face, FaceOrder, FusionPipeline, MaskSettings, MouthSettings, Result,
-    Selector, SelectorMode, SmoothSettings, StageTimings, Sticky, StickySettings, Tracked, Tracker, REFERENCE_DISTANCE,
+    largest, Blend, ColorTransfer, Embedding, Face, FaceOrder, FusionPipeline, Mappings, MaskSettings, MouthSettings,
+    Result, Selector, SelectorMode, SmoothSettings, StageTimings, Sticky, StickySettings, Tracked, Tracker,
+    REFERENCE_DISTANCE,
 };
 use crate::vision::RgbImage;
 use serde::Serialize;
@@ -71,6 +72,7 @@ pub struct LivePipeline {
     fusion: FusionPipeline,
     settings: LiveSettings,
     tracker: Tracker,
+    mappings: Mappings,
     /// The tracks of the last detection, predicted to the current frame.
     tracks: Vec<Tracked>,
     sticky: Sticky,
@@ -92,6 +94,7 @@ impl LivePipeline {
             fusion,
             settings: LiveSettings { selector: SelectorMode::One, ..settings },
             tracker: Tracker::new(settings.smoothing),
+            mappings: Mappings::default(),
             tracks: Vec::new(),
             sticky: Sticky::new(settings.sticky, settings.order),
             epoch: None,
@@ -121,8 +124,14 @@ impl LivePipeline {
         fusion.set_mask(self.settings.mask);
         fusion.swapper.color_transfer = self.settings.color_transfer;
         fusion.mouth = self.settings.mouth;
+        self.mappings.relatent(&fusion.swapper)?;
         self.fusion = fusion;
         Ok(())
+    }
+
+    /// Faces matching each `from` identity are swapped with its `to`.
+    pub fn set_mappings(&mut self, pairs: Vec<(Embedding, Embedding)>) -> Result<()> {
+        self.mappings.set(pairs, &self.fusion.swapper)
     }
 
     pub fn set_mouth(&mut self, m: MouthSettings) {
@@ -235,9 +244,44 @@ impl LivePipeline {
         Ok(FrameReport { detected: due, faces, ids, ages, swapped, timings })
     }
 
+    /// Mapped faces take their mapping's identity; the rest follow the
+    /// selector.
+    fn swap(
+        &mut self,
+        frame: &mut RgbImage,
+        faces: &[Face],
+        ids: &[u64],
+        now: Instant,
+    ) -> Result<(Vec<usize>, StageTimings)> {
+        if self.mappings.is_empty() {
+            return self.select_and_swap(frame, faces, ids, now);
+        }
+        let tracker = &self.tracker;
+        self.mappings.forget(|id| tracker.tracks().iter().any(|t| t.id == id));
+        let mut t = StageTimings::default();
+        let with_ids: Vec<(u64, &Face)> = ids.iter().copied().zip(faces).collect();
+        let distance = self.settings.reference_distance;
+        let assigned = self.mappings.assign(frame, &with_ids, &mut self.fusion.recognizer, distance, &mut t)?;
+        let mut swapped = Vec::new();
+        for (i, m) in assigned.iter().enumerate() {
+            if let Some(m) = m {
+                let latent = self.mappings.latent(*m).clone();
+                if self.fusion.swap_with(frame, &faces[i], &latent, &mut t)? {
+                    swapped.push(i);
+                }
+            }
+        }
+        let rest: Vec<usize> = (0..faces.len()).filter(|i| assigned[*i].is_none()).collect();
+        let sub_faces: Vec<Face> = rest.iter().map(|&i| faces[i].clone()).collect();
+        let sub_ids: Vec<u64> = rest.iter().map(|&i| ids[i]).collect();
+        let (more, t2) = self.select_and_swap(frame, &sub_faces, &sub_ids, now)?;
+        swapped.extend(more.iter().map(|&k| rest[k]));
+        Ok((swapped, t + t2))
+    }
+
     /// `one` swaps the face it sticks to; the other modes select in the
     /// swap stages.
-    fn swap(
+    fn select_and_swap(
         &mut self,
         frame: &mut RgbImage,
         faces: &[Face],

@@ -31,6 +31,23 @@ pub struct StageTimings {
     pub inference: Duration,
 }
 
+impl std::ops::Add for StageTimings {
+    type Output = StageTimings;
+    fn add(self, o: StageTimings) -> StageTimings {
+        StageTimings {
+            detect: self.detect + o.detect,
+            embed: self.embed + o.embed,
+            swap: self.swap + o.swap,
+            paste: self.paste + o.paste,
+            enhance: self.enhance + o.enhance,
+            color: self.color + o.color,
+            mouth: self.mouth + o.mouth,
+            total: self.total + o.total,
+            inference: self.inference + o.inference,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct PipelineSettings {
     pub blend: Blend,
@@ -123,44 +140,60 @@ impl FusionPipeline {
             t.embed = s.elapsed();
         }
         let mut swapped = Vec::new();
-        if let Some(source) = &self.source {
+        if let Some(latent) = self.source.as_ref().map(|s| s.latent.clone()) {
             for i in self.settings.selector.select(faces, &embeddings) {
-                let s = Instant::now();
-                let to_crop = match self.swapper.run(frame, &faces[i].landmarks, &source.latent) {
-                    Ok(m) => m,
-                    Err(FaceError::Degenerate) => continue,
-                    Err(e) => return Err(e),
-                };
-                let p = Instant::now();
-                t.color += self.swapper.last_color;
-                t.swap += (p - s).saturating_sub(self.swapper.last_color);
-                t.inference += self.swapper.last_inference();
-                let blend = self.settings.blend.fraction();
-                match self.landmarker.as_mut().filter(|_| self.mouth.enabled) {
-                    Some(lm) => {
-                        let mask = mouth_mask(lm, &self.swapper, frame, faces[i].bbox, &to_crop, &self.mouth)?;
-                        t.mouth += p.elapsed();
-                        t.inference += lm.last_inference;
-                        let q = Instant::now();
-                        self.swapper.paste_with(frame, &to_crop, blend, &mask);
-                        t.paste += q.elapsed();
-                    }
-                    None => {
-                        self.swapper.paste(frame, &to_crop, blend);
-                        t.paste += p.elapsed();
-                    }
+                if self.swap_with(frame, &faces[i], &latent, &mut t)? {
+                    swapped.push(i);
                 }
-                if let Some(enhancer) = self.enhancer.as_mut() {
-                    let e = Instant::now();
-                    enhancer.enhance(frame, &faces[i].landmarks)?;
-                    t.enhance += e.elapsed();
-                    t.inference += enhancer.last_inference();
-                }
-                swapped.push(i);
             }
         }
         t.total = start.elapsed();
         Ok((swapped, t))
+    }
+
+    /// Swaps one face with `latent` (a source identity's, see
+    /// [`Swapper::latent`]): swap, colour transfer, paste (with the mouth
+    /// mask) and the enhancer, timed into `t`. False when the face's
+    /// landmarks are degenerate and nothing was done.
+    pub fn swap_with(
+        &mut self,
+        frame: &mut RgbImage,
+        face: &Face,
+        latent: &Tensor,
+        t: &mut StageTimings,
+    ) -> Result<bool> {
+        let s = Instant::now();
+        let to_crop = match self.swapper.run(frame, &face.landmarks, latent) {
+            Ok(m) => m,
+            Err(FaceError::Degenerate) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let p = Instant::now();
+        t.color += self.swapper.last_color;
+        t.swap += (p - s).saturating_sub(self.swapper.last_color);
+        t.inference += self.swapper.last_inference();
+        let blend = self.settings.blend.fraction();
+        match self.landmarker.as_mut().filter(|_| self.mouth.enabled) {
+            Some(lm) => {
+                let mask = mouth_mask(lm, &self.swapper, frame, face.bbox, &to_crop, &self.mouth)?;
+                t.mouth += p.elapsed();
+                t.inference += lm.last_inference;
+                let q = Instant::now();
+                self.swapper.paste_with(frame, &to_crop, blend, &mask);
+                t.paste += q.elapsed();
+            }
+            None => {
+                self.swapper.paste(frame, &to_crop, blend);
+                t.paste += p.elapsed();
+            }
+        }
+        if let Some(enhancer) = self.enhancer.as_mut() {
+            let e = Instant::now();
+            enhancer.enhance(frame, &face.landmarks)?;
+            t.enhance += e.elapsed();
+            t.inference += enhancer.last_inference();
+        }
+        Ok(true)
     }
 }
 

@@ -32,6 +32,9 @@ pub enum Command {
     ColorTransfer(ColorTransfer),
     /// Keep the person's own mouth under the swapped face.
     MouthMask(bool),
+    /// Per-person mapping, `from` face bank name → `to` face bank name; the
+    /// whole list (empty clears it).
+    Map(Vec<(String, String)>),
     /// Box-mask blur, 0..=1 (FaceFusion's face_mask_blur).
     MaskBlur(f32),
     /// Box-mask padding in percent: top, right, bottom, left.
@@ -154,6 +157,27 @@ fn png_header_size(p: &[u8]) -> Option<(u32, u32)> {
     Some((be(16)?, be(20)?))
 }
 
+/// `alice=bob,carol=dave`: up to [`MAX_SOURCE_NAMES`] pairs of face bank
+/// names; empty or `none` clears the mapping.
+fn map(s: &str, err: &dyn Fn(String) -> CommandError) -> Result<Vec<(String, String)>, CommandError> {
+    if s.is_empty() || s.eq_ignore_ascii_case("none") {
+        return Ok(Vec::new());
+    }
+    let pairs: Vec<&str> = s.split(',').map(str::trim).collect();
+    if pairs.len() > MAX_SOURCE_NAMES {
+        return Err(err(format!("at most {MAX_SOURCE_NAMES} mappings")));
+    }
+    pairs
+        .iter()
+        .map(|p| match p.split_once('=') {
+            Some((a, b)) if identity_name(a.trim()) && identity_name(b.trim()) => {
+                Ok((a.trim().to_string(), b.trim().to_string()))
+            }
+            _ => Err(err(format!("`{p}` is not from=to with face bank names ([A-Za-z0-9_.-], at most 64)"))),
+        })
+        .collect()
+}
+
 /// Most identities a `source` command may average.
 pub const MAX_SOURCE_NAMES: usize = 16;
 
@@ -229,6 +253,7 @@ pub fn parse(feature: &str, payload: &[u8], limits: &CommandLimits) -> Result<Co
             let s = text(payload, &err)?;
             ColorTransfer::parse(s).map(Command::ColorTransfer).ok_or_else(|| err(format!("`{s}` is not none or rct")))
         }
+        "map" => map(text(payload, &err)?, &err).map(Command::Map),
         "mask_blur" => Ok(Command::MaskBlur(number(text(payload, &err)?, 0.0, 1.0, &err)?)),
         "mask_padding" => padding(text(payload, &err)?, &err).map(Command::MaskPadding),
         "reference_distance" => Ok(Command::ReferenceDistance(number(text(payload, &err)?, 0.0, 1.0, &err)?)),
@@ -289,6 +314,11 @@ mod tests {
         assert_eq!(ok("frame_rate", b"0"), Command::FrameRate(0.0));
         assert_eq!(ok("mask_blur", b"0.5"), Command::MaskBlur(0.5));
         assert_eq!(ok("mouth_mask", b"on"), Command::MouthMask(true));
+        assert_eq!(
+            ok("map", b"alice=bob, carol=dave"),
+            Command::Map(vec![("alice".into(), "bob".into()), ("carol".into(), "dave".into())])
+        );
+        assert_eq!(ok("map", b"none"), Command::Map(vec![]));
         assert_eq!(ok("color_transfer", b"rct"), Command::ColorTransfer(ColorTransfer::Rct));
         assert_eq!(ok("face_order", b"left-right"), Command::FaceOrder(FaceOrder::LeftRight));
         assert_eq!(ok("mask_padding", b"10"), Command::MaskPadding([10.0; 4]));
@@ -329,6 +359,8 @@ mod tests {
         assert!(refused("source", "a,".repeat(17).trim_end_matches(',').as_bytes()).contains("up to 16"));
         assert!(refused("mask_blur", b"2").contains("outside"));
         assert!(refused("mouth_mask", b"maybe").contains("ON or OFF"));
+        assert!(refused("map", b"alice").contains("from=to"));
+        assert!(refused("map", b"alice=b ob").contains("from=to"));
         assert!(refused("color_transfer", b"lut").contains("none or rct"));
         assert!(refused("face_order", b"tallest").contains("left-right"));
         assert!(refused("mask_padding", b"1,2,3").contains("four"));

@@ -10,7 +10,7 @@
 //! | `<base>/<feature>/state` | out, retained | the applied value |
 
 /// Features that take commands on `<base>/<feature>/set`.
-pub const FEATURES: [&str; 14] = [
+pub const FEATURES: [&str; 15] = [
     "enabled",
     "source",
     "quality",
@@ -19,6 +19,7 @@ pub const FEATURES: [&str; 14] = [
     "face_order",
     "color_transfer",
     "mouth_mask",
+    "map",
     "frame_rate",
     "mask_blur",
     "mask_padding",

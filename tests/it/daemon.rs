@@ -161,6 +161,10 @@ fn every_command_is_applied_or_refused_and_a_flood_changes_nothing() {
     w.send("source", b"obama,obama1".to_vec());
     let state = w.wait_from(from, "source/state", *T, |m| m.json()["active"] == "obama+obama1").json();
     assert_eq!(state["images"], 2, "{state}");
+    // Per-person mapping between saved identities; unknown names are refused.
+    refused("map", b"obama=nobody".to_vec(), "no identity named");
+    applied("map", b"obama=obama1", "obama=obama1");
+    applied("map", b"none", "");
     let from = w.count();
     w.send("reload", b"".to_vec());
     w.wait_from(from, "events", *T, |m| m.json()["event"] == "reloaded");

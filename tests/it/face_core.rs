@@ -378,3 +378,27 @@ fn in_polygon(poly: &[[f32; 2]; 12], x: f32, y: f32) -> bool {
     }
     odd
 }
+
+/// A mapping swaps the faces of the person it names with its identity and
+/// leaves everyone else to the selector (here: nobody, without a source).
+#[test]
+fn a_mapping_swaps_only_the_mapped_person() {
+    let catalog = catalog();
+    let (obama, biden) = (identity(&catalog, "fr_obama.jpg"), identity(&catalog, "fr_biden.jpg"));
+    let before = image("fr_obama_and_biden.jpg");
+    let mut p = pipeline(&catalog, "latent_color_swapper", SelectorMode::Many);
+    p.set_mappings(vec![(obama.clone(), biden.clone())]).unwrap();
+    let mut after = before.clone();
+    let report = p.process(&mut after, Instant::now()).unwrap();
+    assert_eq!(report.swapped.len(), 1, "only Obama is mapped: {report:?}");
+    let mut rec = catalog.recognizer("arcface_fr");
+    let swapped = &report.faces[report.swapped[0]];
+    let who = rec.embed(&before, &swapped.landmarks).unwrap();
+    assert!(who.cosine(&obama) > 0.5, "the mapped face is Obama's: cosine {}", who.cosine(&obama));
+    assert_untouched_outside(&before, &after, &[swapped]);
+
+    // Both ways at once: two faces swapped, each with the other's identity.
+    p.set_mappings(vec![(obama.clone(), biden.clone()), (biden, obama)]).unwrap();
+    let mut both = before.clone();
+    assert_eq!(p.process(&mut both, Instant::now()).unwrap().swapped.len(), 2);
+}
