@@ -8,7 +8,9 @@ use anyhow::{anyhow, Context, Result};
 use fusiond::capture::{CaptureError, Frame, FrameSource};
 use fusiond::cli::{load_image, swapper, EngineArgs, ModelArgs, DEFAULT_MODEL_DIR};
 use fusiond::daemon::{self, Signals};
-use fusiond::face::{FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode};
+use fusiond::face::{
+    FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode, SmoothSettings, StickySettings,
+};
 use fusiond::infer::EngineKind;
 use fusiond::mqtt::{Broker, Link, LinkSettings, Outbox, Topics};
 use fusiond::vision::{encode_jpeg, rgb_to_yuyv, yuyv_to_rgb, Resizer, RgbImage};
@@ -180,19 +182,23 @@ pub fn run(args: Args) -> Result<()> {
     );
     println!("part 1: one frame through every stage (detection on every frame; embedded broker on loopback)");
     println!(
-        "  {:<22} {:>7} {:>9} {:>9} {:>7} {:>8} {:>9} {:>9} {:>8}",
+        "  {:<30} {:>7} {:>9} {:>9} {:>7} {:>8} {:>9} {:>9} {:>8}",
         "scenario", "yuyv", "inference", "pixelwork", "jpeg", "publish", "non-infer", "e2e", "e2e p95"
     );
     let mut rgb = RgbImage::new(W, H);
     let mut json_rows = Vec::new();
     for (label, scene) in scenes {
         let yuyv = rgb_to_yuyv(scene);
-        for swap in [false, true] {
+        // The third row runs the live smoothing and sticky selection on top
+        // of the swap, to show what they add to the pixel work.
+        for (mode, swap, smooth) in [("detect", false, false), ("swap", true, false), ("swap+smooth", true, true)] {
             if swap {
                 pipeline.set_source_embedding(source_embedding.clone())?;
             } else {
                 pipeline.clear_source();
             }
+            let tracking = if smooth { SmoothSettings::default() } else { SmoothSettings::OFF };
+            pipeline.set_tracking(tracking, StickySettings::default());
             let mut cols: [Vec<f64>; 6] = Default::default();
             let mut faces = 0;
             for i in 0..=args.runs {
@@ -220,7 +226,6 @@ pub fn run(args: Args) -> Result<()> {
             }
             let mut non_inference: Vec<f64> =
                 (0..args.runs).map(|i| cols[0][i] + cols[2][i] + cols[3][i] + cols[4][i]).collect();
-            let mode = if swap { "swap" } else { "detect" };
             let e2e_p95 = p95(&mut cols[5].clone());
             let m: Vec<f64> = cols.iter_mut().map(|c| median(c)).collect();
             let non_infer = median(&mut non_inference);
@@ -229,7 +234,7 @@ pub fn run(args: Args) -> Result<()> {
                 "pixelwork": m[2], "jpeg": m[3], "publish": m[4], "non_infer": non_infer, "e2e": m[5], "e2e_p95": e2e_p95,
             }));
             println!(
-                "  {:<22} {:>7.2} {:>9.2} {:>9.2} {:>7.2} {:>8.2} {:>9.2} {:>9.2} {:>8.2}",
+                "  {:<30} {:>7.2} {:>9.2} {:>9.2} {:>7.2} {:>8.2} {:>9.2} {:>9.2} {:>8.2}",
                 format!("{label} ({faces} found), {mode}"),
                 m[0],
                 m[1],
