@@ -9,7 +9,8 @@ use fusiond::capture::pan::{Pan, Segment};
 use fusiond::cli::{load_image, swapper, ModelArgs};
 use fusiond::face::stability::{evaluate, flips_by_order, persons, record, FrameRecord, Report};
 use fusiond::face::{
-    FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode, SmoothSettings, StickySettings,
+    Detector, FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode, SmoothSettings,
+    StickySettings,
 };
 use fusiond::store::Loader;
 use fusiond::vision::{Affine, RgbImage};
@@ -51,6 +52,11 @@ pub struct Args {
     /// Smoothing: the detector's jitter, IOD.
     #[arg(long)]
     jitter_iod: Option<f32>,
+    /// Adds (e): between full detections, the same detector at this input
+    /// size on a crop around each track instead of prediction alone (a
+    /// resizable detector: yunet_n_dynamic, scrfd_500m). 0 leaves it out.
+    #[arg(long, default_value_t = 0)]
+    refine_size: u32,
 }
 
 impl Args {
@@ -94,6 +100,16 @@ fn live(args: &Args, loader: &Loader, source: &RgbImage, settings: LiveSettings)
     let mut live = LivePipeline::new(fusion, settings);
     live.set_source(source, "--source")?;
     Ok(live)
+}
+
+/// The detector at `--refine-size`, for refining tracks on crops.
+fn refiner(args: &Args, loader: &Loader) -> Result<Detector> {
+    let main = args.models.detector_model(loader)?;
+    let entry = main.entry.resized([args.refine_size; 2]).map_err(anyhow::Error::msg)?;
+    let m = loader.load(&entry)?;
+    let mut d = Detector::new(m.entry, &*m.model)?;
+    d.settings.score_threshold = args.models.score;
+    Ok(d)
 }
 
 fn mean(v: impl Iterator<Item = f32>) -> f32 {
@@ -155,13 +171,20 @@ fn run_modes(
     frames: &[(RgbImage, Affine, bool)],
 ) -> Result<Vec<(&'static str, Vec<FrameRecord>)>> {
     let every = Duration::from_millis(args.detect_interval_ms);
-    modes(every, args.smoothing())
+    let mut runs = modes(every, args.smoothing())
         .into_iter()
         .map(|(name, settings)| {
             let mut p = live(args, loader, source, settings)?;
             Ok((name, record(&mut p, frames.iter().cloned().map(Ok), args.fps)?))
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    if args.refine_size > 0 {
+        let settings = modes(every, args.smoothing())[2].1;
+        let mut p = live(args, loader, source, settings)?;
+        p.set_refiner(Some(refiner(args, loader)?));
+        runs.push(("(e) smoothed + refined", record(&mut p, frames.iter().cloned().map(Ok), args.fps)?));
+    }
+    Ok(runs)
 }
 
 pub fn run(args: Args) -> Result<()> {

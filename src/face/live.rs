@@ -7,9 +7,9 @@
 //! Time comes in as an argument, so the cadence is testable without sleeps.
 
 use super::{
-    largest, Blend, ColorTransfer, Embedding, Face, FaceOrder, FusionPipeline, Mappings, MaskSettings, MouthSettings,
-    Result, Selector, SelectorMode, SmoothSettings, StageTimings, Sticky, StickySettings, Tracked, Tracker,
-    REFERENCE_DISTANCE,
+    largest, Blend, ColorTransfer, Detector, Embedding, Face, FaceOrder, FusionPipeline, Mappings, MaskSettings,
+    MouthSettings, Result, Selector, SelectorMode, SmoothSettings, StageTimings, Sticky, StickySettings, Tracked,
+    Tracker, REFERENCE_DISTANCE,
 };
 use crate::vision::RgbImage;
 use serde::Serialize;
@@ -73,6 +73,9 @@ pub struct LivePipeline {
     settings: LiveSettings,
     tracker: Tracker,
     mappings: Mappings,
+    /// Between full detections, a detector at a small input run on a crop
+    /// around each track (instead of prediction alone).
+    refiner: Option<Detector>,
     /// The tracks of the last detection, predicted to the current frame.
     tracks: Vec<Tracked>,
     sticky: Sticky,
@@ -95,6 +98,7 @@ impl LivePipeline {
             settings: LiveSettings { selector: SelectorMode::One, ..settings },
             tracker: Tracker::new(settings.smoothing),
             mappings: Mappings::default(),
+            refiner: None,
             tracks: Vec::new(),
             sticky: Sticky::new(settings.sticky, settings.order),
             epoch: None,
@@ -127,6 +131,12 @@ impl LivePipeline {
         self.mappings.relatent(&fusion.swapper)?;
         self.fusion = fusion;
         Ok(())
+    }
+
+    /// Refines each track between full detections with `detector` (a small
+    /// input size) on a crop twice the track's box; `None` predicts only.
+    pub fn set_refiner(&mut self, detector: Option<Detector>) {
+        self.refiner = detector;
     }
 
     /// Faces matching each `from` identity are swapped with its `to`.
@@ -227,6 +237,12 @@ impl LivePipeline {
             self.last_detect = Some(now);
         } else {
             self.tracker.predict(&mut self.tracks, t);
+            if let Some(refiner) = self.refiner.as_mut() {
+                let started = Instant::now();
+                let found = refine(refiner, frame, &self.tracks)?;
+                detect = started.elapsed();
+                self.tracker.correct(&mut self.tracks, &found, t);
+            }
         }
         let faces: Vec<Face> = self.tracks.iter().map(|t| t.face.clone()).collect();
         let ids: Vec<u64> = self.tracks.iter().map(|t| t.id).collect();
@@ -302,4 +318,39 @@ impl LivePipeline {
             None => self.fusion.fuse(frame, &[]),
         }
     }
+}
+
+/// Each track's face found again on a crop twice its predicted box: the
+/// detection there that overlaps the prediction most (IoU at least 0.3).
+fn refine(detector: &mut Detector, frame: &RgbImage, tracks: &[Tracked]) -> Result<Vec<(u64, Face)>> {
+    let mut found = Vec::new();
+    for track in tracks {
+        let b = track.face.bbox;
+        let side = 2.0 * (b[2] - b[0]).max(b[3] - b[1]);
+        let (cx, cy) = ((b[0] + b[2]) / 2.0, (b[1] + b[3]) / 2.0);
+        let x0 = (cx - side / 2.0).clamp(0.0, frame.width() as f32) as u32;
+        let y0 = (cy - side / 2.0).clamp(0.0, frame.height() as f32) as u32;
+        let w = (side as u32).min(frame.width() - x0);
+        let h = (side as u32).min(frame.height() - y0);
+        if w < 8 || h < 8 {
+            continue;
+        }
+        let crop = image::imageops::crop_imm(frame, x0, y0, w, h).to_image();
+        let (dx, dy) = (x0 as f32, y0 as f32);
+        let best = detector
+            .detect(&crop)?
+            .into_iter()
+            .map(|f| Face {
+                bbox: [f.bbox[0] + dx, f.bbox[1] + dy, f.bbox[2] + dx, f.bbox[3] + dy],
+                landmarks: f.landmarks.map(|[x, y]| [x + dx, y + dy]),
+                score: f.score,
+            })
+            .map(|f| (super::detect::iou(&f.bbox, &b), f))
+            .filter(|(o, _)| *o >= 0.3)
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((_, face)) = best {
+            found.push((track.id, face));
+        }
+    }
+    Ok(found)
 }

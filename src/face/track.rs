@@ -94,6 +94,19 @@ impl Tracker {
         }
     }
 
+    /// Feeds detections made at `t` for some tracks only (a refinement on
+    /// crops around them, after [`Tracker::predict`]): their filters take
+    /// them and `seen` shows the result; other tracks keep their prediction.
+    pub fn correct(&mut self, seen: &mut [Tracked], found: &[(u64, Face)], t: f64) {
+        for (id, face) in found {
+            let Some(track) = self.tracks.iter_mut().find(|k| k.id == *id) else { continue };
+            track.face = track.filter.update(face, t, &self.smoothing).clone();
+            if let Some(s) = seen.iter_mut().find(|s| s.id == *id) {
+                s.face = track.face.clone();
+            }
+        }
+    }
+
     /// For each detection, the track it continues: pairs by IoU against
     /// where each track is predicted to be at `t`.
     fn match_detections(&self, faces: &[Face], t: f64) -> Vec<Option<usize>> {
@@ -165,6 +178,18 @@ mod tests {
         t.update(&[face(0.0), face(12.0)], 0.0);
         let next = t.update(&[face(11.0), face(1.0)], 0.1);
         assert_eq!(next.iter().map(|s| s.id).collect::<Vec<_>>(), vec![2, 1]);
+    }
+
+    #[test]
+    fn a_refinement_corrects_the_tracks_it_found_and_leaves_the_rest_predicted() {
+        let mut t = Tracker::new(SmoothSettings::default());
+        let mut seen = t.update(&[face(0.0), face(50.0)], 0.0);
+        t.predict(&mut seen, 0.1);
+        let predicted = seen[1].face.clone();
+        t.correct(&mut seen, &[(1, face(3.0))], 0.1);
+        assert!(seen[0].face.bbox[0] > 0.0, "track 1 moved toward its refinement");
+        assert_eq!(seen[1].face, predicted, "track 2 keeps its prediction");
+        assert_eq!(t.tracks().len(), 2, "a refinement ends no track");
     }
 
     #[test]
