@@ -22,7 +22,7 @@ pub use enhance::Enhancer;
 pub use landmark68::Landmarker;
 pub use live::{FrameReport, LivePipeline, LiveSettings};
 pub use mapping::Mappings;
-pub use mouth::{cut_mouth, MouthSettings};
+pub use mouth::{cut_mouth, inside as in_polygon, MouthSettings};
 pub use pipeline::{FusionPipeline, PipelineSettings, StageTimings};
 pub use recognize::{Embedding, Recognizer};
 pub use select::{Blend, FaceOrder, Selector, SelectorMode, Sticky, StickySettings, REFERENCE_DISTANCE};

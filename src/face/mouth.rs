@@ -28,7 +28,7 @@ impl MouthSettings {
 }
 
 /// Whether (x, y) lies inside `poly` (even-odd rule).
-fn inside(poly: &[[f32; 2]], x: f32, y: f32) -> bool {
+pub fn inside(poly: &[[f32; 2]], x: f32, y: f32) -> bool {
     let mut odd = false;
     let mut j = poly.len() - 1;
     for i in 0..poly.len() {

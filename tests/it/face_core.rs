@@ -320,7 +320,7 @@ fn colour_transfer_moves_the_swapped_face_to_the_original_colours() {
 /// face changes.
 #[test]
 fn the_mouth_mask_keeps_the_original_mouth_and_swaps_the_rest_of_the_face() {
-    use fusiond::face::{FusionPipeline, LiveSettings, MouthSettings, PipelineSettings};
+    use fusiond::face::{in_polygon, FusionPipeline, LiveSettings, MouthSettings, PipelineSettings};
     let catalog = catalog();
     for photo in ["fr_obama.jpg", "pexels-sam-lion-5709614.jpg"] {
         let before = image(photo);
@@ -364,41 +364,4 @@ fn the_mouth_mask_keeps_the_original_mouth_and_swaps_the_rest_of_the_face() {
         assert_eq!(kept, n_in, "{photo}: inside the lip line the output equals the input");
         assert!(changed > 8.0, "{photo}: the rest of the face was not swapped ({changed:.1})");
     }
-}
-
-fn in_polygon(poly: &[[f32; 2]; 12], x: f32, y: f32) -> bool {
-    let mut odd = false;
-    let mut j = poly.len() - 1;
-    for i in 0..poly.len() {
-        let (a, b) = (poly[i], poly[j]);
-        if (a[1] > y) != (b[1] > y) && x < (b[0] - a[0]) * (y - a[1]) / (b[1] - a[1]) + a[0] {
-            odd = !odd;
-        }
-        j = i;
-    }
-    odd
-}
-
-/// A mapping swaps the faces of the person it names with its identity and
-/// leaves everyone else to the selector (here: nobody, without a source).
-#[test]
-fn a_mapping_swaps_only_the_mapped_person() {
-    let catalog = catalog();
-    let (obama, biden) = (identity(&catalog, "fr_obama.jpg"), identity(&catalog, "fr_biden.jpg"));
-    let before = image("fr_obama_and_biden.jpg");
-    let mut p = pipeline(&catalog, "latent_color_swapper", SelectorMode::Many);
-    p.set_mappings(vec![(obama.clone(), biden.clone())]).unwrap();
-    let mut after = before.clone();
-    let report = p.process(&mut after, Instant::now()).unwrap();
-    assert_eq!(report.swapped.len(), 1, "only Obama is mapped: {report:?}");
-    let mut rec = catalog.recognizer("arcface_fr");
-    let swapped = &report.faces[report.swapped[0]];
-    let who = rec.embed(&before, &swapped.landmarks).unwrap();
-    assert!(who.cosine(&obama) > 0.5, "the mapped face is Obama's: cosine {}", who.cosine(&obama));
-    assert_untouched_outside(&before, &after, &[swapped]);
-
-    // Both ways at once: two faces swapped, each with the other's identity.
-    p.set_mappings(vec![(obama.clone(), biden.clone()), (biden, obama)]).unwrap();
-    let mut both = before.clone();
-    assert_eq!(p.process(&mut both, Instant::now()).unwrap().swapped.len(), 2);
 }
