@@ -181,7 +181,7 @@ fn run_modes(
     if args.refine_size > 0 {
         let settings = modes(every, args.smoothing())[2].1;
         let mut p = live(args, loader, source, settings)?;
-        p.set_refiner(Some(refiner(args, loader)?));
+        p.fusion_mut().refiner = Some(refiner(args, loader)?);
         runs.push(("(e) smoothed + refined", record(&mut p, frames.iter().cloned().map(Ok), args.fps)?));
     }
     Ok(runs)

@@ -222,6 +222,10 @@ pub struct PipelineConfig {
     pub selector_hold_ms: u64,
     /// Temporal smoothing and prediction of each tracked face.
     pub smoothing: SmoothSettings,
+    /// Between full detections, find each track again with the detector at
+    /// this input size on a crop around it; 0 predicts only. Needs a
+    /// resizable detector.
+    pub refine_size: u32,
     /// `reference`: largest face distance ((1 - cos)/2) that is still the
     /// person, at start.
     pub reference_distance: f32,
@@ -259,6 +263,7 @@ impl Default for PipelineConfig {
             selector_margin: 0.2,
             selector_hold_ms: 1000,
             smoothing: SmoothSettings::default(),
+            refine_size: 0,
             reference_distance: 0.3,
             mask_blur: 0.3,
             mask_padding: [0.0; 4],
@@ -285,6 +290,9 @@ impl PipelineConfig {
         }
         if !(MaskSettings { blur: self.mask_blur, padding: self.mask_padding }).is_valid() {
             return bad("pipeline: mask_blur must be within 0..=1 and each mask_padding within 0..=100");
+        }
+        if self.refine_size > 640 {
+            return bad(format!("pipeline.refine_size {} must be 0 (off) or at most 640", self.refine_size));
         }
         let mouth = MouthSettings { enabled: true, grow: self.mouth_mask_grow, feather: self.mouth_mask_feather };
         if !mouth.is_valid() {

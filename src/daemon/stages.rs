@@ -29,6 +29,11 @@ pub fn fusion_pipeline(models: &TierModels) -> Result<FusionPipeline, FaceError>
     if let Some(e) = &models.enhancer {
         p.enhancer = Some(Enhancer::new(e.entry.clone(), &*e.model, mask)?);
     }
+    if let Some(r) = &models.refiner {
+        let mut refiner = detector(r)?;
+        refiner.settings = p.detector.settings;
+        p.refiner = Some(refiner);
+    }
     if let Some(l) = &models.landmarker {
         p.landmarker = Some(Landmarker::new(l.entry.clone(), &*l.model)?);
     }

@@ -73,9 +73,6 @@ pub struct LivePipeline {
     settings: LiveSettings,
     tracker: Tracker,
     mappings: Mappings,
-    /// Between full detections, a detector at a small input run on a crop
-    /// around each track (instead of prediction alone).
-    refiner: Option<Detector>,
     /// The tracks of the last detection, predicted to the current frame.
     tracks: Vec<Tracked>,
     sticky: Sticky,
@@ -98,7 +95,6 @@ impl LivePipeline {
             settings: LiveSettings { selector: SelectorMode::One, ..settings },
             tracker: Tracker::new(settings.smoothing),
             mappings: Mappings::default(),
-            refiner: None,
             tracks: Vec::new(),
             sticky: Sticky::new(settings.sticky, settings.order),
             epoch: None,
@@ -117,6 +113,11 @@ impl LivePipeline {
         &self.fusion
     }
 
+    /// The stages, to hand them a landmarker or a refiner.
+    pub fn fusion_mut(&mut self) -> &mut FusionPipeline {
+        &mut self.fusion
+    }
+
     /// Swaps in stages over other models (a tier switch), keeping the
     /// source identity, the tracks and the settings. A source the new
     /// swapper cannot use is an error and leaves the old stages running.
@@ -131,12 +132,6 @@ impl LivePipeline {
         self.mappings.relatent(&fusion.swapper)?;
         self.fusion = fusion;
         Ok(())
-    }
-
-    /// Refines each track between full detections with `detector` (a small
-    /// input size) on a crop twice the track's box; `None` predicts only.
-    pub fn set_refiner(&mut self, detector: Option<Detector>) {
-        self.refiner = detector;
     }
 
     /// Faces matching each `from` identity are swapped with its `to`.
@@ -237,7 +232,9 @@ impl LivePipeline {
             self.last_detect = Some(now);
         } else {
             self.tracker.predict(&mut self.tracks, t);
-            if let Some(refiner) = self.refiner.as_mut() {
+            // With a refiner (the stages' small detector), each track is
+            // found again on a crop twice its predicted box.
+            if let Some(refiner) = self.fusion.refiner.as_mut() {
                 let started = Instant::now();
                 let found = refine(refiner, frame, &self.tracks)?;
                 detect = started.elapsed();

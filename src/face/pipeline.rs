@@ -75,6 +75,9 @@ pub struct FusionPipeline {
     pub enhancer: Option<Enhancer>,
     /// Finds the lip line for the mouth mask, when the tier has one.
     pub landmarker: Option<Landmarker>,
+    /// The detector at a small input, refining tracks on crops between full
+    /// detections (`pipeline.refine_size`).
+    pub refiner: Option<Detector>,
     pub mouth: MouthSettings,
     pub settings: PipelineSettings,
     source: Option<Source>,
@@ -88,6 +91,7 @@ impl FusionPipeline {
             swapper,
             enhancer: None,
             landmarker: None,
+            refiner: None,
             mouth: MouthSettings::default(),
             settings,
             source: None,

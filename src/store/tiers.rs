@@ -22,6 +22,8 @@ pub struct TierModels {
     pub enhancer: Option<Arc<LoadedModel>>,
     /// The 68-point landmarker the mouth mask needs, when the tier lists one.
     pub landmarker: Option<Arc<LoadedModel>>,
+    /// The detector again at `pipeline.refine_size`, when set.
+    pub refiner: Option<Arc<LoadedModel>>,
 }
 
 impl TierModels {
@@ -29,6 +31,7 @@ impl TierModels {
         let mut all = vec![&self.detector, &self.recognizer, &self.swapper];
         all.extend(self.enhancer.as_ref());
         all.extend(self.landmarker.as_ref());
+        all.extend(self.refiner.as_ref());
         all
     }
 }
@@ -89,6 +92,21 @@ impl Store {
             return Ok(m);
         }
         let entry = self.loader.catalog().entry(name)?.clone();
+        self.cached_load(name, entry)
+    }
+
+    /// Model `name` at input `size` (a resizable detector), cached apart.
+    pub fn model_at(&self, name: &str, size: [u32; 2]) -> Result<Arc<LoadedModel>, StoreError> {
+        let key = format!("{name}@{}x{}", size[0], size[1]);
+        if let Some(m) = self.cache.lock().map_err(|_| StoreError::Poisoned)?.get(&key) {
+            return Ok(m);
+        }
+        let entry = self.loader.catalog().entry(name)?.resized(size);
+        let entry = entry.map_err(|message| StoreError::Contract { model: name.into(), message })?;
+        self.cached_load(&key, entry)
+    }
+
+    fn cached_load(&self, name: &str, entry: crate::manifest::ModelEntry) -> Result<Arc<LoadedModel>, StoreError> {
         let loaded = Arc::new(self.loader.load(&entry)?);
         log::info!("{}", loaded.timings.describe(name));
         let bytes = loaded.timings.file_bytes;
@@ -118,9 +136,15 @@ impl Store {
             }
         };
         let role = |kind: Kind| optional(kind)?.ok_or_else(|| format!("it lists no {kind:?} model"));
+        let detector = role(Kind::Detector)?;
+        let refiner = match self.config.pipeline.refine_size {
+            0 => None,
+            n => Some(self.model_at(&detector.entry.name, [n, n]).map_err(|e| e.to_string())?),
+        };
         Ok(TierModels {
             tier: name.to_string(),
-            detector: role(Kind::Detector)?,
+            refiner,
+            detector,
             recognizer: role(Kind::Recognizer)?,
             swapper: role(Kind::Swapper)?,
             enhancer: optional(Kind::Enhancer)?,

@@ -313,3 +313,25 @@ fn a_recogniser_whose_embedding_is_not_512_long_is_refused_when_it_loads() {
     let err = loader.pick(Some("short_recognizer"), fusiond::manifest::Kind::Recognizer).err().unwrap().to_string();
     assert!(err.contains("short_recognizer") && err.contains("128 values") && err.contains("512"), "{err}");
 }
+
+/// `pipeline.refine_size` loads the tier's detector a second time at that
+/// size (cached under its own key); a fixed-size detector cannot and the
+/// tier says so.
+#[test]
+fn refine_size_loads_the_detector_again_at_the_small_size() {
+    let rd = Ramdisk::new();
+    let tiers: [(&str, &[&str]); 2] = [
+        ("fixed", &["yunet_2023mar", "arcface_fr", "latent_color_swapper"]),
+        ("dynamic", &["yunet_n_dynamic", "arcface_fr", "latent_color_swapper"]),
+    ];
+    let mut c = config(&rd, 64, &[], &tiers);
+    c.pipeline.refine_size = 160;
+    let store = Store::open(&c, Arc::new(TractBackend::default())).unwrap();
+    let models = store.tier("dynamic").unwrap();
+    let refiner = models.refiner.as_ref().expect("a refiner at 160");
+    assert_eq!((refiner.entry.name.as_str(), refiner.entry.input_size), ("yunet_n_dynamic", [160, 160]));
+    assert_eq!(models.detector.entry.input_size, [640, 640], "the full detector keeps its size");
+    assert!(store.cached().iter().any(|n| n == "yunet_n_dynamic@160x160"), "{:?}", store.cached());
+    let err = store.tier("fixed").err().unwrap();
+    assert!(err.contains("cannot run at 160x160"), "{err}");
+}
