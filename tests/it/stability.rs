@@ -19,6 +19,11 @@ fn run(settings: LiveSettings, pan: &Pan) -> Vec<FrameRecord> {
         models.swapper("identity_swapper"),
         PipelineSettings::default(),
     );
+    run_on(fusion, settings, pan)
+}
+
+/// `fusion` driven over every frame of `pan` at 15 fps, swapping Biden in.
+fn run_on(fusion: FusionPipeline, settings: LiveSettings, pan: &Pan) -> Vec<FrameRecord> {
     let mut live = LivePipeline::new(fusion, settings);
     live.set_source(&image("fr_biden.jpg"), "source").unwrap();
     let frames = (0..pan.plan.len()).map(|i| {
@@ -87,13 +92,7 @@ fn refining_tracks_on_crops_beats_prediction_between_detections() {
             smoothing: SmoothSettings::default(),
             ..LiveSettings::still(SelectorMode::One)
         };
-        let mut live = LivePipeline::new(fusion, settings);
-        live.set_source(&image("fr_biden.jpg"), "source").unwrap();
-        let frames = (0..pan.plan.len()).map(|i| {
-            let (img, to_frame) = pan.frame(i).unwrap();
-            Ok((img, to_frame, pan.plan.transforms[i].1 == Segment::Fast))
-        });
-        record(&mut live, frames, 15.0).unwrap()
+        run_on(fusion, settings, &pan)
     };
     let (predicted, refined) = (run_with(false), run_with(true));
     let truth = persons(&predicted);
