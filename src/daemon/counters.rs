@@ -47,7 +47,9 @@ impl Counters {
         StatsMessage {
             version: env!("CARGO_PKG_VERSION"),
             uptime_s: self.started.elapsed().as_secs(),
-            tier,
+            // Before the worker has processed a frame on it, the tier that
+            // runs is the one the control loop has loaded.
+            tier: if tier.is_empty() { models.tier.clone() } else { tier },
             camera: if self.capture.lost.load(Ordering::Relaxed) { "camera_lost" } else { "streaming" },
             capture_fps: self.capture_rate.update(captured),
             processed_fps: self.process_rate.update(processed),
