@@ -46,6 +46,11 @@ pub struct Args {
     /// Emulated camera rate for part two.
     #[arg(long, default_value_t = 30.0)]
     camera_fps: f32,
+    /// Input size of the refiner row (the detector again on a crop around
+    /// each face between full detections, `pipeline.refine_size`); 0 leaves
+    /// the row out.
+    #[arg(long, default_value_t = 224)]
+    refine_size: u32,
     /// Write part one's medians as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -182,7 +187,7 @@ pub fn run(args: Args) -> Result<()> {
     );
     println!("part 1: one frame through every stage (detection on every frame; embedded broker on loopback)");
     println!(
-        "  {:<30} {:>7} {:>9} {:>9} {:>7} {:>8} {:>9} {:>9} {:>8}",
+        "  {:<38} {:>7} {:>9} {:>9} {:>7} {:>8} {:>9} {:>9} {:>8}",
         "scenario", "yuyv", "inference", "pixelwork", "jpeg", "publish", "non-infer", "e2e", "e2e p95"
     );
     let mut rgb = RgbImage::new(W, H);
@@ -191,7 +196,17 @@ pub fn run(args: Args) -> Result<()> {
         let yuyv = rgb_to_yuyv(scene);
         // The third row runs the live smoothing and sticky selection on top
         // of the swap, to show what they add to the pixel work.
-        for (mode, swap, smooth) in [("detect", false, false), ("swap", true, false), ("swap+smooth", true, true)] {
+        // The fourth refines every face on a crop with no full detection
+        // after the first frame: the cost of a frame between detections.
+        let mut modes = vec![("detect", false, false), ("swap", true, false), ("swap+smooth", true, true)];
+        if args.refine_size > 0 {
+            modes.push(("swap+smooth+refine", true, true));
+        }
+        for (mode, swap, smooth) in modes {
+            let refine = mode.ends_with("refine");
+            pipeline.fusion_mut().refiner =
+                if refine { Some(args.models.refiner(&loader, args.refine_size)?) } else { None };
+            pipeline.set_detect_interval(if refine { Duration::from_secs(3600) } else { Duration::ZERO });
             if swap {
                 pipeline.set_source_embedding(source_embedding.clone())?;
             } else {
@@ -234,7 +249,7 @@ pub fn run(args: Args) -> Result<()> {
                 "pixelwork": m[2], "jpeg": m[3], "publish": m[4], "non_infer": non_infer, "e2e": m[5], "e2e_p95": e2e_p95,
             }));
             println!(
-                "  {:<30} {:>7.2} {:>9.2} {:>9.2} {:>7.2} {:>8.2} {:>9.2} {:>9.2} {:>8.2}",
+                "  {:<38} {:>7.2} {:>9.2} {:>9.2} {:>7.2} {:>8.2} {:>9.2} {:>9.2} {:>8.2}",
                 format!("{label} ({faces} found), {mode}"),
                 m[0],
                 m[1],

@@ -9,8 +9,7 @@ use fusiond::capture::pan::{Pan, Segment};
 use fusiond::cli::{load_image, swapper, ModelArgs};
 use fusiond::face::stability::{evaluate, flips_by_order, persons, record, FrameRecord, Report};
 use fusiond::face::{
-    Detector, FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode, SmoothSettings,
-    StickySettings,
+    FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode, SmoothSettings, StickySettings,
 };
 use fusiond::store::Loader;
 use fusiond::vision::{Affine, RgbImage};
@@ -102,16 +101,6 @@ fn live(args: &Args, loader: &Loader, source: &RgbImage, settings: LiveSettings)
     Ok(live)
 }
 
-/// The detector at `--refine-size`, for refining tracks on crops.
-fn refiner(args: &Args, loader: &Loader) -> Result<Detector> {
-    let main = args.models.detector_model(loader)?;
-    let entry = main.entry.resized([args.refine_size; 2]).map_err(anyhow::Error::msg)?;
-    let m = loader.load(&entry)?;
-    let mut d = Detector::new(m.entry, &*m.model)?;
-    d.settings.score_threshold = args.models.score;
-    Ok(d)
-}
-
 fn mean(v: impl Iterator<Item = f32>) -> f32 {
     let (s, n) = v.fold((0.0, 0), |(s, n), x| (s + x, n + 1));
     if n == 0 {
@@ -181,7 +170,7 @@ fn run_modes(
     if args.refine_size > 0 {
         let settings = modes(every, args.smoothing())[2].1;
         let mut p = live(args, loader, source, settings)?;
-        p.fusion_mut().refiner = Some(refiner(args, loader)?);
+        p.fusion_mut().refiner = Some(args.models.refiner(loader, args.refine_size)?);
         runs.push(("(e) smoothed + refined", record(&mut p, frames.iter().cloned().map(Ok), args.fps)?));
     }
     Ok(runs)

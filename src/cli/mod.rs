@@ -169,6 +169,16 @@ impl ModelArgs {
         Ok(d)
     }
 
+    /// The detector again at `size`×`size`, for refining tracks on crops
+    /// (`pipeline.refine_size`).
+    pub fn refiner(&self, loader: &Loader, size: u32) -> Result<Detector> {
+        let main = loader.catalog().pick(self.detector.as_deref(), Kind::Detector)?;
+        let m = loader.load(&main.resized([size, size]).map_err(anyhow::Error::msg)?)?;
+        let mut d = Detector::new(m.entry, &*m.model)?;
+        d.settings.score_threshold = self.score;
+        Ok(d)
+    }
+
     pub fn recognizer(&self, loader: &Loader) -> Result<Recognizer> {
         let m = loader.pick(self.recognizer.as_deref(), Kind::Recognizer)?;
         Ok(Recognizer::new(m.entry, &*m.model)?)

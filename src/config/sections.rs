@@ -263,7 +263,7 @@ impl Default for PipelineConfig {
             selector_margin: 0.2,
             selector_hold_ms: 1000,
             smoothing: SmoothSettings::default(),
-            refine_size: 0,
+            refine_size: 224,
             reference_distance: 0.3,
             mask_blur: 0.3,
             mask_padding: [0.0; 4],

@@ -6,10 +6,11 @@
 //!
 //! Time comes in as an argument, so the cadence is testable without sleeps.
 
+use super::refine::{refine, substitute};
 use super::{
-    largest, Blend, ColorTransfer, Detector, Embedding, Face, FaceOrder, FusionPipeline, Mappings, MaskSettings,
-    MouthSettings, Result, Selector, SelectorMode, SmoothSettings, StageTimings, Sticky, StickySettings, Tracked,
-    Tracker, REFERENCE_DISTANCE,
+    largest, Blend, ColorTransfer, Embedding, Face, FaceOrder, FusionPipeline, Mappings, MaskSettings, MouthSettings,
+    Result, Selector, SelectorMode, SmoothSettings, StageTimings, Sticky, StickySettings, Tracked, Tracker,
+    REFERENCE_DISTANCE,
 };
 use crate::vision::RgbImage;
 use serde::Serialize;
@@ -221,26 +222,7 @@ impl LivePipeline {
     /// Detects when due (else predicts the tracks), selects and swaps
     /// `frame` in place.
     pub fn process(&mut self, frame: &mut RgbImage, now: Instant) -> Result<FrameReport> {
-        let t = now.saturating_duration_since(*self.epoch.get_or_insert(now)).as_secs_f64();
-        let mut detect = Duration::ZERO;
-        let due = self.last_detect.is_none_or(|t| now.saturating_duration_since(t) >= self.settings.detect_interval);
-        if due {
-            let started = Instant::now();
-            let faces = self.fusion.detector.detect(frame)?;
-            detect = started.elapsed();
-            self.tracks = self.tracker.update(&faces, t);
-            self.last_detect = Some(now);
-        } else {
-            self.tracker.predict(&mut self.tracks, t);
-            // With a refiner (the stages' small detector), each track is
-            // found again on a crop twice its predicted box.
-            if let Some(refiner) = self.fusion.refiner.as_mut() {
-                let started = Instant::now();
-                let found = refine(refiner, frame, &self.tracks)?;
-                detect = started.elapsed();
-                self.tracker.correct(&mut self.tracks, &found, t);
-            }
-        }
+        let (due, detect, detector_inference) = self.locate(frame, now)?;
         let faces: Vec<Face> = self.tracks.iter().map(|t| t.face.clone()).collect();
         let ids: Vec<u64> = self.tracks.iter().map(|t| t.id).collect();
         if self.want_reference {
@@ -250,11 +232,44 @@ impl LivePipeline {
             }
         }
         let (swapped, t) = self.swap(frame, &faces, &ids, now)?;
-        let detector_inference = if due { self.fusion.detector.last_inference } else { Duration::ZERO };
         let timings =
             StageTimings { detect, inference: t.inference + detector_inference, total: t.total + detect, ..t };
         let ages = self.tracks.iter().map(|t| t.age).collect();
         Ok(FrameReport { detected: due, faces, ids, ages, swapped, timings })
+    }
+
+    /// Moves the tracks to this frame: a full detection when one is due,
+    /// else prediction, and with a refiner a small detection around each
+    /// track. Returns whether a full detection ran, the time spent and the
+    /// part of it inside the engine.
+    fn locate(&mut self, frame: &RgbImage, now: Instant) -> Result<(bool, Duration, Duration)> {
+        let t = now.saturating_duration_since(*self.epoch.get_or_insert(now)).as_secs_f64();
+        let started = Instant::now();
+        let due = self.last_detect.is_none_or(|t| now.saturating_duration_since(t) >= self.settings.detect_interval);
+        let mut inference = Duration::ZERO;
+        if due {
+            let mut faces = self.fusion.detector.detect(frame)?;
+            inference += self.fusion.detector.last_inference;
+            // With a refiner, the faces of live tracks come from it on
+            // detection frames too, so each track's filter sees one
+            // detector's bias; the full detection decides births and ends.
+            if let Some(refiner) = self.fusion.refiner.as_mut() {
+                let (found, spent) = refine(refiner, frame, &self.tracker.predicted(t))?;
+                substitute(&mut faces, &found);
+                inference += spent;
+            }
+            self.tracks = self.tracker.update(&faces, t);
+            self.last_detect = Some(now);
+        } else {
+            self.tracker.predict(&mut self.tracks, t);
+            if let Some(refiner) = self.fusion.refiner.as_mut() {
+                let (found, spent) = refine(refiner, frame, &self.tracks)?;
+                self.tracker.correct(&mut self.tracks, &found, t);
+                inference += spent;
+            }
+        }
+        let detect = if due || self.fusion.refiner.is_some() { started.elapsed() } else { Duration::ZERO };
+        Ok((due, detect, inference))
     }
 
     /// Mapped faces take their mapping's identity; the rest follow the
@@ -315,39 +330,4 @@ impl LivePipeline {
             None => self.fusion.fuse(frame, &[]),
         }
     }
-}
-
-/// Each track's face found again on a crop twice its predicted box: the
-/// detection there that overlaps the prediction most (IoU at least 0.3).
-fn refine(detector: &mut Detector, frame: &RgbImage, tracks: &[Tracked]) -> Result<Vec<(u64, Face)>> {
-    let mut found = Vec::new();
-    for track in tracks {
-        let b = track.face.bbox;
-        let side = 2.0 * (b[2] - b[0]).max(b[3] - b[1]);
-        let (cx, cy) = ((b[0] + b[2]) / 2.0, (b[1] + b[3]) / 2.0);
-        let x0 = (cx - side / 2.0).clamp(0.0, frame.width() as f32) as u32;
-        let y0 = (cy - side / 2.0).clamp(0.0, frame.height() as f32) as u32;
-        let w = (side as u32).min(frame.width() - x0);
-        let h = (side as u32).min(frame.height() - y0);
-        if w < 8 || h < 8 {
-            continue;
-        }
-        let crop = image::imageops::crop_imm(frame, x0, y0, w, h).to_image();
-        let (dx, dy) = (x0 as f32, y0 as f32);
-        let best = detector
-            .detect(&crop)?
-            .into_iter()
-            .map(|f| Face {
-                bbox: [f.bbox[0] + dx, f.bbox[1] + dy, f.bbox[2] + dx, f.bbox[3] + dy],
-                landmarks: f.landmarks.map(|[x, y]| [x + dx, y + dy]),
-                score: f.score,
-            })
-            .map(|f| (super::detect::iou(&f.bbox, &b), f))
-            .filter(|(o, _)| *o >= 0.3)
-            .max_by(|a, b| a.0.total_cmp(&b.0));
-        if let Some((_, face)) = best {
-            found.push((track.id, face));
-        }
-    }
-    Ok(found)
 }

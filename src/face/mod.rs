@@ -11,6 +11,7 @@ mod mapping;
 mod mouth;
 mod pipeline;
 mod recognize;
+mod refine;
 mod select;
 pub mod smooth;
 pub mod stability;

@@ -35,7 +35,7 @@ pub struct SmoothSettings {
 
 impl Default for SmoothSettings {
     fn default() -> Self {
-        SmoothSettings { enabled: true, min_cutoff_hz: 0.6, beta: 3.0, jitter_iod: 0.06, predict: true, reset_iod: 1.0 }
+        SmoothSettings { enabled: true, min_cutoff_hz: 1.2, beta: 3.0, jitter_iod: 0.03, predict: true, reset_iod: 1.0 }
     }
 }
 
@@ -184,14 +184,16 @@ mod tests {
         (h >> 8) as f32 / (1u32 << 23) as f32 - 1.0
     }
 
-    /// Jitter within `jitter_iod` (±2 px on a 40 px IOD) is smoothed away.
+    /// Jitter within `jitter_iod` (80 % of it, on a 40 px IOD) is smoothed
+    /// away.
     #[test]
     fn a_still_face_is_smoothed_well_below_its_jitter() {
         let s = SmoothSettings::default();
+        let amplitude = 0.8 * s.jitter_iod * 40.0;
         let mut f = FaceFilter::new(&face_at(100.0, 100.0), 0.0);
         let (mut raw_step, mut out_step, mut prev_raw, mut prev_out) = (0.0, 0.0, 100.0, 100.0);
         for i in 1..300 {
-            let x = 100.0 + 2.0 * noise(i);
+            let x = 100.0 + amplitude * noise(i);
             let out = f.update(&face_at(x, 100.0), i as f64 / 15.0, &s).landmarks[2][0];
             if i > 30 {
                 raw_step += (x - prev_raw).powi(2);

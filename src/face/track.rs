@@ -94,6 +94,16 @@ impl Tracker {
         }
     }
 
+    /// Every live track where its motion says it is at `t` (nothing about
+    /// the tracks changes).
+    pub fn predicted(&self, t: f64) -> Vec<Tracked> {
+        let mut at = self.tracks.clone();
+        for track in at.iter_mut() {
+            track.face = track.filter.predict(t, &self.smoothing);
+        }
+        at
+    }
+
     /// Feeds detections made at `t` for some tracks only (a refinement on
     /// crops around them, after [`Tracker::predict`]): their filters take
     /// them and `seen` shows the result; other tracks keep their prediction.

@@ -139,6 +139,11 @@ impl Store {
         let detector = role(Kind::Detector)?;
         let refiner = match self.config.pipeline.refine_size {
             0 => None,
+            _ if !detector.entry.resizable => {
+                let d = &detector.entry.name;
+                log::info!("tier `{name}`: detector `{d}` has a fixed input, so tracks are predicted between detections, not refined");
+                None
+            }
             n => Some(self.model_at(&detector.entry.name, [n, n]).map_err(|e| e.to_string())?),
         };
         Ok(TierModels {

@@ -1,0 +1,112 @@
+//! Finding tracked faces again between full detections: the detector at a
+//! small input size on a crop around each track's predicted box
+//! (`pipeline.refine_size`), so every track gets a fresh measurement on
+//! every frame at a fraction of a full detection's cost.
+
+use super::detect::iou;
+use super::{Detector, Face, Result, Tracked};
+use crate::vision::{warp_affine_into, Affine, RgbImage};
+use std::time::Duration;
+
+/// Each track's face found again on a crop twice its predicted box, scaled
+/// to the refiner's input, and on the crop's mirror image: the two are
+/// averaged, which cancels much of the detector's left-right bias. The
+/// detection that overlaps the prediction most (IoU at least 0.3) wins.
+/// Also returns the time spent inside the engine.
+pub fn refine(detector: &mut Detector, frame: &RgbImage, tracks: &[Tracked]) -> Result<(Vec<(u64, Face)>, Duration)> {
+    let [w, h] = detector.entry().input_size;
+    let side = w.min(h) as f32;
+    let mut crop = RgbImage::new(side as u32, side as u32);
+    let mut found = Vec::new();
+    let mut inference = Duration::ZERO;
+    for track in tracks {
+        let b = track.face.bbox;
+        let box_side = 2.0 * (b[2] - b[0]).max(b[3] - b[1]);
+        if box_side < 8.0 {
+            continue;
+        }
+        let k = side / box_side;
+        let (x0, y0) = ((b[0] + b[2] - box_side) / 2.0, (b[1] + b[3] - box_side) / 2.0);
+        let to_crop = Affine([k, 0.0, -k * x0, 0.0, k, -k * y0]);
+        let Some(back) = to_crop.invert() else { continue };
+        warp_affine_into(frame, &to_crop, &mut crop);
+        let faces = detector.detect(&crop)?;
+        inference += detector.last_inference;
+        let Some(face) = best_overlap(faces, &back, &b, 0.3) else { continue };
+        let mirrored = image::imageops::flip_horizontal(&crop);
+        let unmirror = Affine([-1.0, 0.0, side - 1.0, 0.0, 1.0, 0.0]);
+        let mirror_faces = detector.detect(&mirrored)?.into_iter().map(|f| unmirror_face(&f, &unmirror)).collect();
+        inference += detector.last_inference;
+        let face = match best_overlap(mirror_faces, &back, &face.bbox, 0.5) {
+            Some(m) => average(&face, &m),
+            None => face,
+        };
+        found.push((track.id, face));
+    }
+    Ok((found, inference))
+}
+
+/// Of faces found on a crop, the one that overlaps `bbox` (frame
+/// coordinates) most, at least `min_iou`, in frame coordinates.
+fn best_overlap(faces: Vec<Face>, back: &Affine, bbox: &[f32; 4], min_iou: f32) -> Option<Face> {
+    faces
+        .into_iter()
+        .map(|f| map_face(&f, back))
+        .map(|f| (iou(&f.bbox, bbox), f))
+        .filter(|(o, _)| *o >= min_iou)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, f)| f)
+}
+
+/// A face found on a mirrored crop, on the crop itself: mirrored back, with
+/// its left and right landmarks (eyes, mouth corners) swapped back.
+fn unmirror_face(f: &Face, unmirror: &Affine) -> Face {
+    let m = map_face(f, unmirror);
+    let l = m.landmarks;
+    Face { landmarks: [l[1], l[0], l[2], l[4], l[3]], ..m }
+}
+
+fn average(a: &Face, b: &Face) -> Face {
+    let mid = |p: f32, q: f32| (p + q) / 2.0;
+    Face {
+        bbox: std::array::from_fn(|i| mid(a.bbox[i], b.bbox[i])),
+        landmarks: std::array::from_fn(|i| {
+            [mid(a.landmarks[i][0], b.landmarks[i][0]), mid(a.landmarks[i][1], b.landmarks[i][1])]
+        }),
+        score: a.score.min(b.score),
+    }
+}
+
+/// Each detection takes the refined face it overlaps most (IoU at least
+/// 0.3), each refined face at most once.
+pub fn substitute(faces: &mut [Face], found: &[(u64, Face)]) {
+    let mut used = vec![false; found.len()];
+    for face in faces.iter_mut() {
+        let best = found
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| !used[*k])
+            .map(|(k, (_, f))| (k, iou(&f.bbox, &face.bbox)))
+            .filter(|(_, o)| *o >= 0.3)
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((k, _)) = best {
+            used[k] = true;
+            *face = found[k].1.clone();
+        }
+    }
+}
+
+/// `f` through `m` (its box the bounds of the mapped corners).
+fn map_face(f: &Face, back: &Affine) -> Face {
+    let [x0, y0, x1, y1] = f.bbox;
+    let corners = [[x0, y0], [x1, y0], [x0, y1], [x1, y1]].map(|[x, y]| back.apply(x, y));
+    let xs = corners.map(|c| c.0);
+    let ys = corners.map(|c| c.1);
+    let min = |v: [f32; 4]| v.into_iter().fold(f32::INFINITY, f32::min);
+    let max = |v: [f32; 4]| v.into_iter().fold(f32::NEG_INFINITY, f32::max);
+    Face {
+        bbox: [min(xs), min(ys), max(xs), max(ys)],
+        landmarks: f.landmarks.map(|[x, y]| back.apply(x, y).into()),
+        score: f.score,
+    }
+}
