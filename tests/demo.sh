@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # README's first command: sets up, builds fusiond (release) and runs the live
 # daemon end to end on its built-in defaults: no camera here, so it plays the
-# sample frames in ../shared/camera/two_people_pan; no broker configured, so
-# it starts its embedded one on 127.0.0.1. A mosquitto_sub watches for
-# DEMO_SECONDS (default 20) and the daemon is then stopped cleanly.
+# sample frames in ../shared/camera/two_people_pan; the broker is a real
+# mosquitto that this script starts on a free loopback port (the box's own
+# broker, as on a real box). A mosquitto_sub watches for DEMO_SECONDS
+# (default 20) and the daemon and mosquitto are then stopped cleanly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tests/setup.sh
 
 shared="${FUSIOND_SHARED:-$(cd .. && pwd)/shared}"
 out="${FUSIOND_OUT:-/tmp/fusiond-demo}"
-port="${FUSIOND_DEMO_PORT:-1883}"
+port="${FUSIOND_DEMO_PORT:-$("$FUSIOND_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
 seconds="${DEMO_SECONDS:-20}"
 [ -d "$shared/models" ] || { echo "error: $shared/models is missing; set FUSIOND_SHARED to the shared/ folder" >&2; exit 1; }
 mkdir -p "$out/etc/conf.d" "$out/state"
@@ -49,10 +50,21 @@ state_dir = "$out/state"
 stats_interval_s = 5
 TOML
 
+printf 'user root\npersistence false\nlistener %s 127.0.0.1\nallow_anonymous true\n' "$port" >"$out/mosquitto.conf"
+echo "== mosquitto -c $out/mosquitto.conf (127.0.0.1:$port)"
+mosquitto -c "$out/mosquitto.conf" 2>"$out/mosquitto.log" &
+broker=$!
+trap 'kill $broker 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    kill -0 $broker 2>/dev/null || { cat "$out/mosquitto.log"; exit 1; }
+    sleep 0.1
+done
+
 echo "== fusiond run --config $out/etc/fusiond.toml (log: $out/fusiond.log)"
 "$bin" run --config "$out/etc/fusiond.toml" 2>"$out/fusiond.log" &
 daemon=$!
-trap 'kill $daemon 2>/dev/null || true' EXIT
+trap 'kill $daemon $broker 2>/dev/null || true' EXIT
 for _ in $(seq 100); do
     grep -q "ready:" "$out/fusiond.log" 2>/dev/null && break
     kill -0 $daemon 2>/dev/null || { cat "$out/fusiond.log"; exit 1; }
@@ -74,5 +86,6 @@ mosquitto_pub -h 127.0.0.1 -p "$port" -t fusiond/demo/snapshot/set -m PRESS
 sleep 2
 kill -TERM $daemon
 wait $daemon && echo "   daemon exited cleanly"
+kill $broker 2>/dev/null || true
 trap - EXIT
 echo "demo: fused frame $out/frame.jpg, snapshot $out/snapshot.jpg, log $out/fusiond.log"

@@ -12,7 +12,7 @@ use fusiond::face::{
     FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode, SmoothSettings, StickySettings,
 };
 use fusiond::infer::EngineKind;
-use fusiond::mqtt::{Broker, Link, LinkSettings, Outbox, Topics};
+use fusiond::mqtt::{Link, LinkSettings, Outbox, Topics};
 use fusiond::vision::{encode_jpeg, rgb_to_yuyv, yuyv_to_rgb, Resizer, RgbImage};
 use rumqttc::{Client, Event, MqttOptions, Packet, QoS};
 use std::path::PathBuf;
@@ -98,6 +98,45 @@ impl FrameSource for YuyvCamera {
 /// A received message: topic, payload, arrival time.
 type Arrival = (String, Vec<u8>, Instant);
 
+/// A mosquitto on a free loopback port for the run, killed on drop.
+struct Mosquitto {
+    child: std::process::Child,
+    port: u16,
+    _dir: PathBuf,
+}
+
+impl Mosquitto {
+    fn start() -> Result<Mosquitto> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let dir = tempfile_dir()?;
+        let conf = dir.join("mosquitto.conf");
+        let text = format!(
+            "user root\npersistence false\nmessage_size_limit 0\nlistener {port} 127.0.0.1\nallow_anonymous true\n"
+        );
+        std::fs::write(&conf, text)?;
+        let child = std::process::Command::new("mosquitto")
+            .arg("-c")
+            .arg(&conf)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("cannot start mosquitto: install it (tests/setup.sh does)")?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            anyhow::ensure!(Instant::now() < deadline, "mosquitto did not listen on 127.0.0.1:{port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(Mosquitto { child, port, _dir: dir })
+    }
+}
+
+impl Drop for Mosquitto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A subscriber that reports each message's arrival.
 fn subscribe(port: u16, filter: &str) -> Result<(Client, Receiver<Arrival>)> {
     let mut options = MqttOptions::new(format!("bench-{}", std::process::id()), "127.0.0.1", port);
@@ -159,8 +198,8 @@ pub fn run(args: Args) -> Result<()> {
     let zero = RgbImage::from_fn(W, H, |x, y| image::Rgb([(x / 3) as u8, (y / 2) as u8, 128]));
     let scenes = [("0 faces", &zero), ("1 face", &one), ("2 faces", &two)];
 
-    let broker = Broker::start(([127, 0, 0, 1], 0).into())?;
-    let port = broker.addr().port();
+    let broker = Mosquitto::start()?;
+    let port = broker.port;
     let topics = Topics::new("bench", "live")?;
     let (_sub, arrivals) = subscribe(port, &topics.frame())?;
     let settings = LinkSettings {
@@ -173,6 +212,7 @@ pub fn run(args: Args) -> Result<()> {
         max_incoming: 1 << 20,
         reconnect_max: Duration::from_secs(1),
         client_queue: 16,
+        ha_status: None,
     };
     let outbox = Arc::new(Outbox::new(64));
     let link = Link::start(&settings, topics.clone(), outbox.clone(), |_, _| {}).map_err(|e| anyhow!(e))?;
@@ -185,7 +225,7 @@ pub fn run(args: Args) -> Result<()> {
         loader.engines().describe(),
         args.runs
     );
-    println!("part 1: one frame through every stage (detection on every frame; embedded broker on loopback)");
+    println!("part 1: one frame through every stage (detection on every frame; mosquitto on loopback)");
     println!(
         "  {:<38} {:>7} {:>9} {:>9} {:>7} {:>8} {:>9} {:>9} {:>8}",
         "scenario", "yuyv", "inference", "pixelwork", "jpeg", "publish", "non-infer", "e2e", "e2e p95"

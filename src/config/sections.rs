@@ -142,7 +142,7 @@ impl CameraConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MqttConfig {
-    /// Broker host; unset starts an embedded broker on 127.0.0.1:port.
+    /// Broker host; unset means the box's own broker on 127.0.0.1:port.
     pub host: Option<String>,
     pub port: u16,
     /// Topics hang under `<prefix>/<device_id>`.
@@ -164,6 +164,11 @@ pub struct MqttConfig {
     pub reconnect_max_s: u64,
     /// Bound on queued outgoing messages; frames are dropped first.
     pub queue_messages: usize,
+    /// Publish a Home Assistant device-discovery config (retained); false
+    /// removes the device from Home Assistant.
+    pub discovery: bool,
+    /// Home Assistant's discovery prefix (its `status` topic is under it).
+    pub discovery_prefix: String,
 }
 
 impl Default for MqttConfig {
@@ -181,6 +186,8 @@ impl Default for MqttConfig {
             keep_alive_s: 15,
             reconnect_max_s: 5,
             queue_messages: 256,
+            discovery: true,
+            discovery_prefix: "homeassistant".into(),
         }
     }
 }
@@ -199,6 +206,8 @@ impl MqttConfig {
             return bad(format!("mqtt.{key} is empty; leave the key out for its default"));
         }
         crate::mqtt::Topics::new(&self.prefix, self.device_id.as_deref().unwrap_or("x")).map_err(|e| e.to_string())?;
+        crate::mqtt::Topics::new(&self.discovery_prefix, "x")
+            .map_err(|_| format!("mqtt.discovery_prefix `{}` is not a topic prefix", self.discovery_prefix))?;
         if self.keep_alive_s < 5 || self.reconnect_max_s == 0 || self.queue_messages < 16 {
             return bad("mqtt: need keep_alive_s >= 5, reconnect_max_s > 0 and queue_messages >= 16");
         }

@@ -36,10 +36,10 @@ use crate::capture::LatestFrame;
 use crate::config::Config;
 use crate::control::Control;
 use crate::infer::Engines;
-use crate::mqtt::{Broker, Event, Link, Message, Outbox, Stage};
+use crate::mqtt::{Event, Link, Message, Outbox, Stage};
 use crate::store::cache::Cache;
 use crate::store::Store;
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use bank::FaceBank;
 use control_loop::{ControlLoop, Incoming};
 use counters::Counters;
@@ -81,12 +81,11 @@ struct Session<'a> {
 pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals) -> Result<()> {
     let started = Instant::now();
     let config = Config::load(config_path)?;
-    let mut settings = DaemonSettings::from_config(&config)?;
+    let settings = DaemonSettings::from_config(&config)?;
     let open_camera = match source {
         Some(s) => s,
         None => settings.camera_factory()?,
     };
-    let broker = embedded_broker(&mut settings)?;
     let topics = settings.topics.clone();
     let outbox = Arc::new(Outbox::new(settings.queue_messages));
     outbox.push(Message::retained(topics.available(), "starting"));
@@ -117,23 +116,7 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
     }
     outbox.push(Message::retained(topics.available(), "stopped"));
     link.shutdown(Duration::from_secs(3));
-    drop(broker);
     result
-}
-
-/// Starts the embedded broker when no `mqtt.host` is configured, and
-/// points the session at the port it listens on.
-fn embedded_broker(settings: &mut DaemonSettings) -> Result<Option<Broker>> {
-    if !settings.embedded_broker {
-        return Ok(None);
-    }
-    let port = settings.link.port;
-    let broker = Broker::start(([127, 0, 0, 1], port).into()).with_context(|| {
-        format!("no mqtt.host is configured and the embedded broker cannot listen on 127.0.0.1:{port}; set mqtt.host to your broker or free the port")
-    })?;
-    log::info!("no mqtt.host configured: started the embedded MQTT broker on {}", broker.addr());
-    settings.link.port = broker.addr().port();
-    Ok(Some(broker))
 }
 
 fn run_connected(s: Session, config: Config, open_camera: SourceFactory) -> Result<()> {
@@ -166,6 +149,7 @@ fn run_connected(s: Session, config: Config, open_camera: SourceFactory) -> Resu
 /// state machine and the start source. Returns why the tier that runs is
 /// not the start tier, if it is not.
 fn start<'a>(s: &Session<'a>, config: Config, latest: Arc<LatestFrame>) -> Result<(ControlLoop<'a>, Option<String>)> {
+    s.outbox.push(s.settings.discovery.clone());
     s.notifier.status("checking staging");
     let engines = Engines::from_settings(&config.inference)?;
     let store = Arc::new(Store::open(&config, engines.clone())?);

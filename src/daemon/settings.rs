@@ -7,8 +7,8 @@ use super::camera::{Health, SourceFactory};
 use crate::capture::{FrameSource, SequenceSource, V4l2Source};
 use crate::config::{CameraConfig, Config, SourceKind};
 use crate::control;
-use crate::face::{MaskSettings, SmoothSettings, StickySettings};
-use crate::mqtt::{CommandLimits, LinkSettings, Topics};
+use crate::face::{MaskSettings, SelectorMode, SmoothSettings, StickySettings};
+use crate::mqtt::{discovery, CommandLimits, LinkSettings, Message, Topics};
 use anyhow::{anyhow, Context, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -45,8 +45,6 @@ pub fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
 pub struct DaemonSettings {
     pub topics: Topics,
     pub link: LinkSettings,
-    /// No `mqtt.host`: the embedded broker listens on 127.0.0.1:`link.port`.
-    pub embedded_broker: bool,
     pub queue_messages: usize,
     pub limits: CommandLimits,
     pub worker: WorkerConfig,
@@ -54,6 +52,9 @@ pub struct DaemonSettings {
     pub control: control::Settings,
     pub stats_interval: Duration,
     pub camera: CameraConfig,
+    /// The retained Home Assistant discovery config, or the empty retained
+    /// message that removes it (`mqtt.discovery = false`).
+    pub discovery: Message,
 }
 
 impl DaemonSettings {
@@ -63,7 +64,6 @@ impl DaemonSettings {
         let o = &config.output;
         Ok(DaemonSettings {
             link: link_settings(config, &device_id)?,
-            embedded_broker: config.mqtt.host.is_none(),
             queue_messages: config.mqtt.queue_messages,
             limits: limits(config),
             worker: WorkerConfig::from_config(config),
@@ -83,6 +83,7 @@ impl DaemonSettings {
             },
             stats_interval: Duration::from_secs(o.stats_interval_s),
             camera: config.camera.clone(),
+            discovery: discovery_message(config, &device_id, &topics),
             topics,
         })
     }
@@ -183,8 +184,24 @@ fn read_password(file: &str) -> Result<String> {
     Ok(text.trim_end_matches(['\n', '\r']).to_string())
 }
 
-/// The session the config asks for; without `mqtt.host` it points at the
-/// embedded broker on 127.0.0.1.
+fn discovery_message(config: &Config, device_id: &str, topics: &Topics) -> Message {
+    let prefix = &config.mqtt.discovery_prefix;
+    if !config.mqtt.discovery {
+        return discovery::withdraw(prefix, device_id);
+    }
+    let input = discovery::DiscoveryInput {
+        prefix,
+        device_id,
+        tiers: config.tier.iter().map(|t| t.name.clone()).collect(),
+        selectors: SelectorMode::ALL.iter().map(|m| m.as_str().to_string()).collect(),
+        max_frame_rate: config.output.max_frame_rate,
+        configuration_url: None,
+    };
+    discovery::announce(&input, topics)
+}
+
+/// The session the config asks for; without `mqtt.host` it is the box's
+/// own broker on 127.0.0.1.
 fn link_settings(config: &Config, device_id: &str) -> Result<LinkSettings> {
     let m = &config.mqtt;
     let credentials = match (&m.username, &m.password_file) {
@@ -209,6 +226,7 @@ fn link_settings(config: &Config, device_id: &str) -> Result<LinkSettings> {
         max_incoming: config.pipeline.max_source_bytes.saturating_mul(2).saturating_add(64 * 1024),
         reconnect_max: Duration::from_secs(m.reconnect_max_s),
         client_queue: 64,
+        ha_status: m.discovery.then(|| discovery::status_topic(&m.discovery_prefix)),
     })
 }
 
@@ -230,8 +248,24 @@ mod tests {
         let text = "[mqtt]\nhost = \"broker\"\ndevice_id = \"box1\"\n[output]\nframes = false\n";
         let s = DaemonSettings::from_config(&Config::parse(text, Path::new("c.toml")).unwrap()).unwrap();
         assert_eq!((s.link.host.as_str(), s.link.client_id.as_str()), ("broker", "fusiond-box1"));
-        assert!(!s.embedded_broker && s.link.credentials.is_none());
+        assert!(s.link.credentials.is_none());
         assert_eq!(s.control.frame_rate, 0.0);
         assert_eq!(s.topics.base(), "fusiond/box1");
+        assert_eq!(s.link.ha_status.as_deref(), Some("homeassistant/status"));
+        assert_eq!(s.discovery.topic, "homeassistant/device/box1/config");
+    }
+
+    #[test]
+    fn without_a_host_the_session_is_the_boxs_own_broker() {
+        let s = DaemonSettings::from_config(
+            &Config::parse(
+                "[mqtt]
+device_id = \"b\"\n",
+                Path::new("c.toml"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!((s.link.host.as_str(), s.link.port), ("127.0.0.1", 1883));
     }
 }

@@ -110,7 +110,9 @@ impl Outbox {
         self.ready.notify_one();
     }
 
-    fn connected(&self) {
+    /// Makes the publisher resubscribe and republish every retained
+    /// message, as after a reconnect.
+    pub(super) fn connected(&self) {
         self.lock().connected = true;
         self.ready.notify_one();
     }
@@ -166,6 +168,10 @@ pub struct LinkSettings {
     pub reconnect_max: Duration,
     /// Requests rumqttc itself may hold while disconnected.
     pub client_queue: usize,
+    /// Home Assistant's status topic: its `online` republishes every
+    /// retained message (the discovery config among them) after a short
+    /// random delay, so a restarted Home Assistant sees the device again.
+    pub ha_status: Option<String>,
 }
 
 /// A running MQTT session.
@@ -218,9 +224,11 @@ impl Link {
 
         let out = outbox.clone();
         let t = topics.clone();
+        let ha_status = settings.ha_status.clone();
+        let subscriptions: Vec<String> = std::iter::once(topics.set_filter()).chain(ha_status.clone()).collect();
         let publisher = std::thread::Builder::new()
             .name("mqtt-publish".into())
-            .spawn(move || publish_loop(&client, &out, &t))
+            .spawn(move || publish_loop(&client, &out, &t, &subscriptions))
             .map_err(|e| e.to_string())?;
 
         let out = outbox.clone();
@@ -243,7 +251,9 @@ impl Link {
                             out.connected();
                         }
                         Ok(Event::Incoming(Packet::Publish(p))) => {
-                            if let Some(feature) = topics.feature_of(&p.topic) {
+                            if ha_status.as_deref() == Some(p.topic.as_str()) && p.payload.trim_ascii() == b"online" {
+                                super::discovery::republish_later(out.clone());
+                            } else if let Some(feature) = topics.feature_of(&p.topic) {
                                 on_command(feature, p.payload);
                             }
                         }
@@ -255,7 +265,10 @@ impl Link {
                                 break;
                             }
                             if !warned {
-                                log::warn!("mqtt: {endpoint}: {e}; retrying with backoff up to {reconnect_max:?}");
+                                log::warn!(
+                                    "no MQTT broker at {endpoint} ({e}): install mosquitto or set mqtt.host; \
+                                     retrying with backoff up to {reconnect_max:?}"
+                                );
                                 warned = true;
                             }
                             sleep_unless(&s, backoff);
@@ -304,15 +317,17 @@ fn join_until(handle: JoinHandle<()>, deadline: Instant) {
     }
 }
 
-fn publish_loop(client: &Client, outbox: &Outbox, topics: &Topics) {
+fn publish_loop(client: &Client, outbox: &Outbox, topics: &Topics, subscriptions: &[String]) {
     let available = topics.available();
     let mut availability: Option<Vec<u8>> = None;
     let mut retained: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     loop {
         match outbox.next() {
             Next::Connected => {
-                if let Err(e) = client.subscribe(topics.set_filter(), QoS::AtLeastOnce) {
-                    log::error!("mqtt: cannot subscribe: {e}");
+                for filter in subscriptions {
+                    if let Err(e) = client.subscribe(filter.as_str(), QoS::AtLeastOnce) {
+                        log::error!("mqtt: cannot subscribe to {filter}: {e}");
+                    }
                 }
                 for (topic, payload) in &retained {
                     let _ = client.publish(topic.as_str(), QoS::AtLeastOnce, true, payload.clone());

@@ -1,15 +1,15 @@
 //! MQTT: the topic grammar and command validation (plain logic, no IO), the
 //! typed payloads fusiond publishes ([`payload`]), the session that owns the
-//! rumqttc client ([`Link`]), and a small embedded broker for boxes without
-//! one ([`Broker`]). Nothing outside this module names rumqttc.
+//! rumqttc client ([`Link`]) and the Home Assistant discovery config
+//! ([`discovery`]). Nothing outside this module names rumqttc. fusiond
+//! embeds no broker: the box runs mosquitto.
 
-pub mod broker;
 pub mod command;
+pub mod discovery;
 pub mod link;
 pub mod payload;
 pub mod topics;
 
-pub use broker::Broker;
 pub use command::{parse, Command, CommandError, CommandLimits, SourceCommand};
 pub use link::{Link, LinkSettings, Message, Outbox};
 pub use payload::{

@@ -6,8 +6,7 @@ use crate::harness::{free_port, online, serial, write_config, Daemon, Mosquitto,
 use crate::util::shared;
 use fusiond::capture::{CaptureError, Fault, FaultySource, FrameSource, SequenceSource};
 use fusiond::daemon::{self, Signals};
-use rumqttc::{Client, MqttOptions, QoS};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -359,49 +358,28 @@ fn real_v4l2_devices_stream_frames_when_present() {
     }
 }
 
+/// With no broker listening, the daemon still starts and warns once, saying
+/// what to do; when mosquitto comes up it connects and goes online.
 #[test]
-fn the_embedded_broker_routes_wildcards_keeps_retained_and_publishes_last_wills() {
-    let broker = fusiond::mqtt::Broker::start(([127, 0, 0, 1], 0).into()).unwrap();
-    let port = broker.addr().port();
-    let w = Watcher::start(port, "emb");
-    std::thread::sleep(Duration::from_millis(300));
-    let mut options = MqttOptions::new("dying", "127.0.0.1", port);
-    options.set_last_will(rumqttc::LastWill::new("emb/available", "offline", QoS::AtLeastOnce, true));
-    let (client, mut connection) = Client::new(options, 16);
-    client.publish("emb/a/state", QoS::AtLeastOnce, true, "kept").unwrap();
-    client.publish("emb/b", QoS::AtMostOnce, false, "live").unwrap();
-    client.publish("other/c", QoS::AtMostOnce, false, "not for emb").unwrap();
-    let pump = std::thread::spawn(move || {
-        // Drive the session until it goes quiet, then drop it without
-        // DISCONNECT: a lost client.
-        while let Ok(Ok(_)) = connection.recv_timeout(Duration::from_millis(500)) {}
-    });
-    w.wait("b", *T, |m| m.payload == b"live");
-    w.wait("a/state", *T, |m| m.payload == b"kept");
-    pump.join().unwrap();
-    drop(client);
-    w.wait("available", *T, |m| m.payload == b"offline");
-    assert!(w.all().iter().all(|m| !m.topic.starts_with("other/")));
-    // Clients without a client id (mosquitto_sub, mosquitto_pub) get their
-    // own and do not take each other over.
-    let sub = Command::new("mosquitto_sub")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-C", "1", "-W", "20", "-t", "emb/cli"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("mosquitto_sub (apt install mosquitto-clients; tests/setup.sh does)");
-    std::thread::sleep(Duration::from_millis(500));
-    let pubbed = Command::new("mosquitto_pub")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-t", "emb/cli", "-m", "hello"])
-        .status()
-        .unwrap();
-    assert!(pubbed.success());
-    let out = sub.wait_with_output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "hello", "the subscriber was kicked or missed it");
-    // A newcomer gets the retained messages, flagged as retained.
-    let late = Watcher::start(port, "emb");
-    let kept = late.wait("a/state", *T, |_| true);
-    assert!(kept.retained);
-    late.wait("available", *T, |m| m.payload == b"offline" && m.retained);
+fn without_a_broker_the_daemon_runs_warns_once_and_connects_when_one_appears() {
+    let _s = serial();
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), port, "nobroker", "");
+    let d = Daemon::spawn(&config);
+    let deadline = Instant::now() + *T;
+    while !d.log().contains("ready:") {
+        assert!(Instant::now() < deadline, "the daemon did not get ready without a broker:\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let broker = Mosquitto::start(port);
+    let w = Watcher::start(broker.port, "fusiond/nobroker");
+    online(&w);
+    w.wait("faces", *T, |_| true);
+    let log = d.log();
+    let warning = format!("no MQTT broker at 127.0.0.1:{port}");
+    assert_eq!(log.matches(&warning).count(), 1, "one warning, not one per retry:\n{log}");
+    assert!(log.contains("install mosquitto or set mqtt.host"), "{log}");
 }
 
 fn run_ok(cmd: &mut Command) {

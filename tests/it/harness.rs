@@ -117,6 +117,11 @@ impl Watcher {
         Watcher { client, seen, base: base.into() }
     }
 
+    /// Publishes on any topic (retained when `retain`).
+    pub fn publish(&self, topic: &str, payload: impl Into<Vec<u8>>, retain: bool) {
+        self.client.publish(topic, QoS::AtLeastOnce, retain, payload).unwrap();
+    }
+
     pub fn send(&self, feature: &str, payload: impl Into<Vec<u8>>) {
         self.client.publish(format!("{}/{feature}/set", self.base), QoS::AtLeastOnce, false, payload).unwrap();
     }

@@ -6,6 +6,7 @@ mod cli;
 mod daemon;
 mod daemon_config;
 mod daemon_pixels;
+mod discovery;
 #[cfg(feature = "ort")]
 mod engines;
 mod face_core;
