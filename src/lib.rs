@@ -20,6 +20,7 @@ pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod face;
+pub mod http;
 pub mod infer;
 pub mod manifest;
 pub mod mqtt;

@@ -11,7 +11,9 @@ cd "$(dirname "$0")/.."
 
 shared="${FUSIOND_SHARED:-$(cd .. && pwd)/shared}"
 out="${FUSIOND_OUT:-/tmp/fusiond-demo}"
-port="${FUSIOND_DEMO_PORT:-$("$FUSIOND_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
+free_port() { "$FUSIOND_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port="${FUSIOND_DEMO_PORT:-$(free_port)}"
+http_port="${FUSIOND_DEMO_HTTP_PORT:-$(free_port)}"
 seconds="${DEMO_SECONDS:-20}"
 [ -d "$shared/models" ] || { echo "error: $shared/models is missing; set FUSIOND_SHARED to the shared/ folder" >&2; exit 1; }
 mkdir -p "$out/etc/conf.d" "$out/state"
@@ -48,6 +50,9 @@ state_dir = "$out/state"
 
 [output]
 stats_interval_s = 5
+
+[http]
+listen = "127.0.0.1:$http_port"
 TOML
 
 printf 'user root\npersistence false\nlistener %s 127.0.0.1\nallow_anonymous true\n' "$port" >"$out/mosquitto.conf"
@@ -71,6 +76,7 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 sed 's/^/   daemon: /' "$out/fusiond.log"
+echo "== live view: http://127.0.0.1:$http_port/stream.mjpeg (health /api/health, metrics /metrics, /snapshot.jpg)"
 
 echo "== mosquitto_sub -h 127.0.0.1 -p $port -t 'fusiond/demo/#' -v (for ${seconds}s; frames summarised)"
 mosquitto_sub -h 127.0.0.1 -p $port -C 1 -t fusiond/demo/frame > "$out/frame.jpg" &
@@ -79,6 +85,8 @@ timeout "$seconds" mosquitto_sub -h 127.0.0.1 -p "$port" -v \
     -t 'fusiond/demo/stats' -t 'fusiond/demo/faces' -t 'fusiond/demo/error' |
     awk '$1 ~ /faces$/ { if (n++ % 25) next } { print "   " substr($0, 1, 400) }' || true
 
+echo "== curl http://127.0.0.1:$http_port/api/health"
+curl -s "http://127.0.0.1:$http_port/api/health" | sed 's/^/   /'; echo
 echo "== snapshot command, then SIGTERM"
 mosquitto_sub -h 127.0.0.1 -p "$port" -C 1 -t fusiond/demo/snapshot > "$out/snapshot.jpg" &
 sleep 0.5

@@ -10,7 +10,8 @@
 #   FUSIOND_PYTHON     that venv's python
 set -euo pipefail
 
-APT_PACKAGES=(pkg-config libclang-dev libsystemd-dev systemd mosquitto mosquitto-clients openssl python3-venv ca-certificates)
+APT_PACKAGES=(pkg-config libclang-dev libsystemd-dev systemd mosquitto mosquitto-clients openssl python3-venv ca-certificates
+    ffmpeg prometheus curl)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -11,6 +11,7 @@ pub use sections::{
     CameraConfig, DebugConfig, ModelsConfig, MqttConfig, OutputConfig, PipelineConfig, SourceKind, TierConfig,
 };
 
+use crate::http::HttpSettings;
 use crate::infer::{InferenceSettings, ProviderKind};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -38,6 +39,7 @@ pub struct Config {
     pub mqtt: MqttConfig,
     pub pipeline: PipelineConfig,
     pub output: OutputConfig,
+    pub http: HttpSettings,
     pub inference: InferenceSettings,
     pub debug: DebugConfig,
 }
@@ -60,6 +62,7 @@ impl Default for Config {
             mqtt: MqttConfig::default(),
             pipeline: PipelineConfig::default(),
             output: OutputConfig::default(),
+            http: HttpSettings::default(),
             inference: InferenceSettings::default(),
             debug: DebugConfig::default(),
         }
@@ -155,6 +158,7 @@ impl Config {
             self.mqtt.validate(),
             self.pipeline.validate(),
             self.output.validate(),
+            self.http.validate(),
             self.inference.validate(),
             self.validate_engines(),
         ];

@@ -1,20 +1,24 @@
 //! What a camera event means to the outside: a log line, the systemd
-//! status, an event on `<base>/events` and the retained camera state.
+//! status, an event on `<base>/events`, the retained camera state and the
+//! HTTP health.
 
 use super::camera::CameraEvent;
 use super::notify::Notifier;
+use crate::http::HttpState;
 use crate::mqtt::{Event, Message, Outbox, Stage, Topics};
 
-pub fn camera_event(event: &CameraEvent, outbox: &Outbox, topics: &Topics, notifier: &Notifier) {
+pub fn camera_event(event: &CameraEvent, outbox: &Outbox, topics: &Topics, notifier: &Notifier, http: &HttpState) {
     let (state, out) = match event {
         CameraEvent::Lost { reason } => {
             log::warn!("camera lost: {reason}");
             notifier.status(&format!("degraded: camera lost: {reason}"));
+            http.set_problem(Some(format!("camera lost: {reason}")));
             (Some("camera_lost"), Event::CameraLost { reason: reason.clone() })
         }
         CameraEvent::Back { after, attempts } => {
             log::info!("camera back after {after:?} ({attempts} attempts)");
             notifier.status("running");
+            http.set_problem(None);
             let after_ms = after.as_millis() as u64;
             (Some("streaming"), Event::CameraBack { after_ms, attempts: *attempts })
         }

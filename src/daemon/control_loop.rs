@@ -12,6 +12,7 @@ use super::Signals;
 use crate::config::Config;
 use crate::control::{Control, Effect};
 use crate::face::{largest_identity, Embedding};
+use crate::http::HttpState;
 use crate::infer::Engines;
 use crate::mqtt::{CommandError, Event, Message, Outbox, SourceCommand, SourceState, Topics};
 use crate::store::cache::Cache;
@@ -47,6 +48,8 @@ pub struct ControlLoop<'a> {
     pub active_source: Option<String>,
     /// Models whose failed execution providers were already reported.
     pub reported_providers: HashSet<String>,
+    /// `/metrics` reads the newest stats here.
+    pub http: Arc<HttpState>,
 }
 
 impl ControlLoop<'_> {
@@ -272,6 +275,7 @@ impl ControlLoop<'_> {
 
     fn publish_stats(&mut self) {
         let stats = self.counters.stats(&self.outbox, &self.models, self.store.cached());
+        self.http.set_stats(&stats);
         self.outbox.push(stats.message(&self.topics));
     }
 

@@ -35,6 +35,7 @@ pub use stages::fusion_pipeline;
 use crate::capture::LatestFrame;
 use crate::config::Config;
 use crate::control::Control;
+use crate::http::{HttpSettings, HttpState, Server};
 use crate::infer::Engines;
 use crate::mqtt::{Event, Link, Message, Outbox, Stage};
 use crate::store::cache::Cache;
@@ -74,6 +75,9 @@ struct Session<'a> {
     signals: &'a Signals<'a>,
     notifier: Notifier,
     started: Instant,
+    /// What the HTTP handlers read (kept current even with `http.enabled`
+    /// off, so nothing else needs to know).
+    http: Arc<HttpState>,
 }
 
 /// Runs the daemon until `signals.stop`. `source` replaces the configured
@@ -100,6 +104,8 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
     .map_err(|e| anyhow!("mqtt: {e}"))?;
     log::info!("mqtt: topics under {}/, broker {}:{}", topics.base(), settings.link.host, settings.link.port);
     let notifier = Notifier::from_env();
+    let http = Arc::new(HttpState::new(config.http.stream_fps));
+    let server = start_http(&config.http, &http);
     let session = Session {
         config_path,
         settings,
@@ -109,14 +115,27 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
         signals,
         notifier,
         started,
+        http: http.clone(),
     };
     let result = run_connected(session, config, open_camera);
+    http.hub.close();
+    drop(server);
     if let Err(e) = &result {
         outbox.push(Event::Error { stage: Stage::Startup, message: format!("{e:#}") }.message(&topics));
     }
     outbox.push(Message::retained(topics.available(), "stopped"));
     link.shutdown(Duration::from_secs(3));
     result
+}
+
+/// The HTTP server when `http.enabled`; one that cannot listen is logged
+/// and the daemon runs without it.
+fn start_http(settings: &HttpSettings, state: &Arc<HttpState>) -> Option<Server> {
+    if !settings.enabled {
+        return None;
+    }
+    let started = settings.addr().and_then(|addr| Server::start(addr, settings.max_clients, state.clone()));
+    started.map_err(|e| log::error!("{e}; the daemon runs without HTTP")).ok()
 }
 
 fn run_connected(s: Session, config: Config, open_camera: SourceFactory) -> Result<()> {
@@ -184,6 +203,7 @@ fn start<'a>(s: &Session<'a>, config: Config, latest: Arc<LatestFrame>) -> Resul
         signals: s.signals,
         active_source: None,
         reported_providers: Default::default(),
+        http: s.http.clone(),
         store,
         models,
         config,
@@ -209,9 +229,10 @@ fn spawn_camera(
     let (latest, counters) = (ctl.counters.latest.clone(), ctl.counters.capture.clone());
     let (outbox, topics, notifier, health) =
         (s.outbox.clone(), s.settings.topics.clone(), s.notifier, s.settings.health());
+    let http = s.http.clone();
     let thread = std::thread::Builder::new().name("camera".into()).spawn(move || {
         camera::capture_loop(open_camera, &latest, health, &counters, &stop, |event| {
-            announce::camera_event(&event, &outbox, &topics, &notifier)
+            announce::camera_event(&event, &outbox, &topics, &notifier, &http)
         })
     })?;
     Ok(thread)
@@ -221,9 +242,17 @@ fn spawn_worker(s: &Session, ctl: &ControlLoop) -> Result<JoinHandle<Result<(), 
     let (latest, stats, mailbox) = (ctl.counters.latest.clone(), ctl.counters.worker.clone(), ctl.mailbox.clone());
     let (outbox, topics, notifier) = (s.outbox.clone(), s.settings.topics.clone(), s.notifier);
     let (models, config, settings) = (ctl.models.clone(), s.settings.worker.clone(), ctl.control.settings().clone());
+    let hub = s.http.hub.clone();
     let thread = std::thread::Builder::new().name("worker".into()).spawn(move || {
-        let w =
-            Worker { latest: &latest, outbox: &outbox, topics: &topics, stats: &stats, mailbox: &mailbox, notifier };
+        let w = Worker {
+            latest: &latest,
+            outbox: &outbox,
+            topics: &topics,
+            stats: &stats,
+            mailbox: &mailbox,
+            notifier,
+            hub: &hub,
+        };
         let result = w.run(models, config, &settings);
         // A worker that cannot run stops capture too: nothing would use it.
         latest.close();
@@ -245,6 +274,7 @@ fn announce_ready(s: &Session, ctl: &ControlLoop, degraded: Option<&str>) {
     let topics = &s.settings.topics;
     s.outbox.push(Message::retained(topics.state("camera"), "streaming"));
     s.outbox.push(Message::retained(topics.available(), "online"));
+    s.http.set_available("online");
     s.notifier.ready();
     let tier = &ctl.models.tier;
     s.notifier.status(&match degraded {

@@ -10,6 +10,7 @@ use super::stats::WorkerStats;
 use crate::capture::{Frame, LatestFrame};
 use crate::control::Settings;
 use crate::face::{FrameReport, LivePipeline, LiveSettings, MouthSettings, StageTimings};
+use crate::http::FrameHub;
 use crate::mqtt::{Event, FaceOut, FacesMessage, Message, Outbox, Stage, TimingsOut, Topics};
 use crate::store::TierModels;
 use crate::vision::{encode_jpeg, RgbImage};
@@ -31,6 +32,8 @@ pub struct Worker<'a> {
     pub stats: &'a Mutex<WorkerStats>,
     pub mailbox: &'a Mailbox,
     pub notifier: super::notify::Notifier,
+    /// The HTTP stream and snapshots share this encode.
+    pub hub: &'a FrameHub,
 }
 
 struct State {
@@ -174,25 +177,35 @@ impl Worker<'_> {
         Ok(())
     }
 
-    /// Encodes the frame when `frame` is due or a snapshot was asked for;
+    /// Encodes the frame once when MQTT's `frame` or the HTTP stream is
+    /// due, or a snapshot was asked for, and hands the bytes to each;
     /// returns the time the encode took.
     fn publish_frame(&self, st: &mut State, image: &RgbImage) -> Result<Duration, String> {
+        let now = Instant::now();
         let frame_due = st.config.frames
             && st.frame_rate > 0.0
-            && st.last_frame_sent.is_none_or(|t| t.elapsed().as_secs_f32() >= 1.0 / st.frame_rate);
-        if !frame_due && !st.snapshot {
+            && st.last_frame_sent.is_none_or(|t| now.saturating_duration_since(t).as_secs_f32() >= 1.0 / st.frame_rate);
+        let stream_due = self.hub.stream_due(now);
+        let http_snapshot = self.hub.snapshot_wanted();
+        let snapshot = st.snapshot || http_snapshot;
+        if !frame_due && !stream_due && !snapshot {
             return Ok(Duration::ZERO);
         }
         let t = Instant::now();
-        let jpeg = encode_jpeg(image, if st.snapshot { 95 } else { st.config.jpeg_quality })?;
+        let quality = if snapshot { 95 } else { st.config.jpeg_quality };
+        let jpeg = std::sync::Arc::new(encode_jpeg(image, quality)?);
         let encode = t.elapsed();
         if std::mem::take(&mut st.snapshot) {
-            self.outbox.push(Message::event(self.topics.snapshot(), jpeg.clone()));
+            self.outbox.push(Message::event(self.topics.snapshot(), jpeg.to_vec()));
+        }
+        if http_snapshot {
+            self.hub.publish_snapshot(jpeg.clone());
         }
         if frame_due {
-            self.outbox.push_frame(self.topics.frame(), jpeg);
+            self.outbox.push_frame(self.topics.frame(), jpeg.to_vec());
             st.last_frame_sent = Some(t);
         }
+        self.hub.publish(jpeg);
         Ok(encode)
     }
 }

@@ -11,6 +11,7 @@ mod discovery;
 mod engines;
 mod face_core;
 mod harness;
+mod http;
 mod int8;
 mod stability;
 mod store;

@@ -1,0 +1,167 @@
+//! The accept loop and the handlers. One thread takes requests; each is
+//! answered on its own short-lived thread, at most `http.max_clients` at
+//! once (the rest get 503 at once), so a stream client or a slow reader
+//! never holds up another request.
+
+use super::{route, HttpState, Route};
+use std::io::Read;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tiny_http::{Header, Request, Response, StatusCode};
+
+const BOUNDARY: &str = "fusiondframe";
+
+pub struct Server {
+    server: Arc<tiny_http::Server>,
+    stop: Arc<AtomicBool>,
+    accept: Option<JoinHandle<()>>,
+    pub addr: SocketAddr,
+}
+
+impl Server {
+    /// Listens on `listen` and serves `state` until dropped.
+    pub fn start(listen: SocketAddr, max_clients: usize, state: Arc<HttpState>) -> Result<Server, String> {
+        let server = tiny_http::Server::http(listen)
+            .map_err(|e| format!("http: cannot listen on {listen}: {e}; free the port or change http.listen"))?;
+        let server = Arc::new(server);
+        let addr = server.server_addr().to_ip().unwrap_or(listen);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (srv, st) = (server.clone(), stop.clone());
+        let accept = std::thread::Builder::new()
+            .name("http".into())
+            .spawn(move || accept_loop(&srv, &st, max_clients, &state))
+            .map_err(|e| e.to_string())?;
+        log::info!("http: live page and API on http://{addr}/");
+        Ok(Server { server, stop, accept: Some(accept), addr })
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.server.unblock();
+        if let Some(a) = self.accept.take() {
+            let _ = a.join();
+        }
+    }
+}
+
+fn accept_loop(server: &tiny_http::Server, stop: &AtomicBool, max_clients: usize, state: &Arc<HttpState>) {
+    let active = Arc::new(AtomicUsize::new(0));
+    while !stop.load(Ordering::Relaxed) {
+        let request = match server.recv_timeout(Duration::from_millis(250)) {
+            Ok(Some(r)) => r,
+            Ok(None) => continue,
+            Err(e) => {
+                log::warn!("http: {e}");
+                continue;
+            }
+        };
+        if active.load(Ordering::Relaxed) >= max_clients {
+            let busy = text(503, &format!("{{\"error\":\"more than {max_clients} clients (http.max_clients)\"}}"));
+            let _ = request.respond(busy);
+            continue;
+        }
+        active.fetch_add(1, Ordering::Relaxed);
+        let (a, s) = (active.clone(), state.clone());
+        let spawned = std::thread::Builder::new().name("http-request".into()).spawn(move || {
+            handle(request, &s);
+            a.fetch_sub(1, Ordering::Relaxed);
+        });
+        if let Err(e) = spawned {
+            active.fetch_sub(1, Ordering::Relaxed);
+            log::warn!("http: cannot start a request thread: {e}");
+        }
+    }
+}
+
+fn header(name: &str, value: &str) -> Header {
+    Header::from_bytes(name.as_bytes(), value.as_bytes())
+        .unwrap_or_else(|_| Header::from_bytes(&b"X-Invalid"[..], &b"1"[..]).expect("a constant header is valid"))
+}
+
+fn text(code: u16, body: &str) -> Response<std::io::Cursor<Vec<u8>>> {
+    let kind = if body.starts_with('{') { "application/json" } else { "text/plain; charset=utf-8" };
+    Response::from_string(body).with_status_code(code).with_header(header("Content-Type", kind))
+}
+
+fn handle(request: Request, state: &HttpState) {
+    let method = request.method().as_str().to_string();
+    let r = route(&method, request.url());
+    let result = match r {
+        Route::Health => {
+            let (ok, health) = state.health();
+            let body = serde_json::to_string(&health).unwrap_or_default();
+            request.respond(text(if ok { 200 } else { 503 }, &body))
+        }
+        Route::Metrics => {
+            let body = state.metrics();
+            let kind = header("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+            request.respond(Response::from_string(body).with_header(kind))
+        }
+        Route::Snapshot => match state.hub.snapshot(Duration::from_secs(5)) {
+            Some(jpeg) => {
+                let kind = header("Content-Type", "image/jpeg");
+                request.respond(Response::from_data(jpeg.as_slice()).with_header(kind))
+            }
+            None => request.respond(text(503, "{\"error\":\"no frame within 5 s; is the camera streaming?\"}")),
+        },
+        Route::Stream => {
+            let reader =
+                Mjpeg { _watching: state.hub.watch(), hub: state.hub.clone(), seq: 0, part: Vec::new(), at: 0 };
+            let headers = vec![
+                header("Content-Type", &format!("multipart/x-mixed-replace; boundary={BOUNDARY}")),
+                header("Cache-Control", "no-store"),
+            ];
+            request.respond(Response::new(StatusCode(200), headers, reader, None, None))
+        }
+        Route::MethodNotAllowed(allowed) => {
+            let body = format!("{{\"error\":\"{method} is not allowed here; use {allowed}\"}}");
+            request.respond(text(405, &body).with_header(header("Allow", allowed)))
+        }
+        Route::NotFound => request.respond(text(404, "{\"error\":\"no such path\"}")),
+    };
+    // A client that went away mid-answer is normal for a stream.
+    if let Err(e) = result {
+        log::debug!("http: {e}");
+    }
+}
+
+/// The MJPEG body: one multipart part per new frame, for as long as the
+/// client reads and the daemon runs.
+struct Mjpeg {
+    hub: Arc<super::FrameHub>,
+    /// Counts this client as watching for as long as the body lives.
+    _watching: super::hub::Watching,
+    seq: u64,
+    part: Vec<u8>,
+    at: usize,
+}
+
+impl Read for Mjpeg {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.part.len() {
+            match self.hub.next_after(self.seq, Duration::from_secs(1)) {
+                Some((seq, jpeg)) => {
+                    self.seq = seq;
+                    self.part.clear();
+                    let head =
+                        format!("--{BOUNDARY}\r\nContent-Type: image/jpeg\r\nContent-Length: {}\r\n\r\n", jpeg.len());
+                    self.part.extend_from_slice(head.as_bytes());
+                    self.part.extend_from_slice(&jpeg);
+                    self.part.extend_from_slice(b"\r\n");
+                    self.at = 0;
+                }
+                None if self.hub.is_closed() => return Ok(0),
+                None => {}
+            }
+        }
+        let n = buf.len().min(self.part.len() - self.at);
+        buf[..n].copy_from_slice(&self.part[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}

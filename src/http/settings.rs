@@ -1,0 +1,68 @@
+//! The `[http]` section: where the server listens and how much it serves.
+
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpSettings {
+    /// Serve health, metrics, snapshots and the MJPEG stream.
+    pub enabled: bool,
+    /// Address and port; loopback unless `allow_unauthenticated`.
+    pub listen: String,
+    /// Most frames per second on `/stream.mjpeg`.
+    pub stream_fps: f32,
+    /// Requests answered at once (stream clients count); more get 503.
+    pub max_clients: usize,
+    /// Allows a non-loopback `listen` without authentication.
+    pub allow_unauthenticated: bool,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            enabled: true,
+            listen: "127.0.0.1:8080".into(),
+            stream_fps: 15.0,
+            max_clients: 8,
+            allow_unauthenticated: false,
+        }
+    }
+}
+
+impl HttpSettings {
+    pub fn addr(&self) -> Result<SocketAddr, String> {
+        self.listen
+            .parse()
+            .map_err(|_| format!("http.listen `{}` is not an address:port like 127.0.0.1:8080", self.listen))
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let addr = self.addr()?;
+        if !addr.ip().is_loopback() && !self.allow_unauthenticated {
+            return Err(format!(
+                "http.listen {addr} is reachable from other machines and fusiond has no HTTP authentication yet; \
+                 listen on 127.0.0.1 or set http.allow_unauthenticated = true"
+            ));
+        }
+        if !(self.stream_fps > 0.0 && self.stream_fps <= 60.0) || self.max_clients == 0 || self.max_clients > 256 {
+            return Err("http: need 0 < stream_fps <= 60 and 1 <= max_clients <= 256".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_by_default_and_other_addresses_only_when_allowed() {
+        assert!(HttpSettings::default().validate().is_ok());
+        let open = HttpSettings { listen: "0.0.0.0:8080".into(), ..HttpSettings::default() };
+        assert!(open.validate().unwrap_err().contains("allow_unauthenticated"));
+        assert!(HttpSettings { allow_unauthenticated: true, ..open }.validate().is_ok());
+        let bad = HttpSettings { listen: "localhost".into(), ..HttpSettings::default() };
+        assert!(bad.validate().unwrap_err().contains("not an address"));
+    }
+}

@@ -1,0 +1,92 @@
+//! The HTTP side of a running daemon, with real clients: ffmpeg reads the
+//! MJPEG stream, promtool checks the metrics, and plain HTTP requests get
+//! health, snapshots and clear refusals.
+
+use crate::harness::{free_port, online, serial, write_config, Daemon, Mosquitto, Watcher, T};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// One HTTP/1.0 request; the status code and the body.
+fn get(port: u16, method: &str, path: &str) -> (u16, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(*T)).unwrap();
+    write!(s, "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("a header block");
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let code = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("status line: {head}"));
+    (code, raw[split + 4..].to_vec())
+}
+
+fn is_jpeg_640x480(bytes: &[u8]) -> bool {
+    image::load_from_memory(bytes).is_ok_and(|i| (i.width(), i.height()) == (640, 480))
+}
+
+fn tool(name: &str) -> Command {
+    let found = Command::new("sh").arg("-c").arg(format!("command -v {name}")).output().unwrap();
+    assert!(found.status.success(), "{name} is missing: tests/setup.sh installs it (apt install ffmpeg prometheus)");
+    Command::new(name)
+}
+
+#[test]
+fn health_metrics_snapshot_and_an_mjpeg_stream_that_ffmpeg_reads() {
+    let _s = serial();
+    let broker = Mosquitto::start(free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let extra = format!("\n[http]\nlisten = \"127.0.0.1:{port}\"\nstream_fps = 10.0\n");
+    let config = write_config(dir.path(), broker.port, "web", &extra);
+    let w = Watcher::start(broker.port, "fusiond/web");
+    let d = Daemon::spawn(&config);
+    online(&w);
+    let deadline = Instant::now() + *T;
+    let health = loop {
+        let (code, body) = get(port, "GET", "/api/health");
+        if code == 200 || Instant::now() > deadline {
+            break (code, body);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(health.0, 200, "{}\n{}", String::from_utf8_lossy(&health.1), d.log());
+    let v: serde_json::Value = serde_json::from_slice(&health.1).unwrap();
+    assert_eq!(v["status"], "online");
+
+    let out = dir.path().join("frames");
+    std::fs::create_dir_all(&out).unwrap();
+    let url = format!("http://127.0.0.1:{port}/stream.mjpeg");
+    let ffmpeg = tool("ffmpeg")
+        .args(["-loglevel", "error", "-y", "-f", "mpjpeg", "-i", &url, "-frames:v", "10", "-c", "copy"])
+        .arg(out.join("out%d.jpg"))
+        .output()
+        .unwrap();
+    assert!(ffmpeg.status.success(), "ffmpeg: {}", String::from_utf8_lossy(&ffmpeg.stderr));
+    for i in 1..=10 {
+        let bytes = std::fs::read(out.join(format!("out{i}.jpg"))).unwrap();
+        assert!(is_jpeg_640x480(&bytes), "frame {i} is not a 640x480 JPEG ({} bytes)", bytes.len());
+    }
+    assert!(std::fs::metadata(out.join("out11.jpg")).is_err(), "ffmpeg stopped at 10");
+
+    let (code, snapshot) = get(port, "GET", "/snapshot.jpg");
+    assert_eq!(code, 200);
+    assert!(is_jpeg_640x480(&snapshot));
+
+    w.wait("stats", *T, |_| true);
+    std::thread::sleep(Duration::from_millis(1500));
+    let (code, metrics) = get(port, "GET", "/metrics");
+    assert_eq!(code, 200);
+    let text = String::from_utf8(metrics).unwrap();
+    for name in ["fusiond_frames_processed_total", "fusiond_http_stream_frames_sent_total", "fusiond_model_info"] {
+        assert!(text.contains(name), "{name} missing:\n{text}");
+    }
+    let mut check = tool("promtool").args(["check", "metrics"]).stdin(std::process::Stdio::piped()).spawn().unwrap();
+    check.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let checked = check.wait_with_output().unwrap();
+    assert!(checked.status.success(), "promtool check metrics failed:\n{text}");
+
+    assert_eq!(get(port, "GET", "/nothing/here").0, 404);
+    assert_eq!(get(port, "POST", "/snapshot.jpg").0, 405);
+    assert_eq!(get(port, "GET", "/api/health").0, 200, "the daemon still serves after all that");
+}
