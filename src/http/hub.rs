@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 #[derive(Default)]
 struct Slot {
     jpeg: Option<Arc<Vec<u8>>>,
+    published: Option<Instant>,
     seq: u64,
     snapshot: Option<Arc<Vec<u8>>>,
     snapshot_seq: u64,
@@ -74,6 +75,7 @@ impl FrameHub {
     pub fn publish(&self, jpeg: Arc<Vec<u8>>) {
         let mut s = self.lock();
         s.jpeg = Some(jpeg);
+        s.published = Some(Instant::now());
         s.seq += 1;
         drop(s);
         self.ready.notify_all();
@@ -119,17 +121,22 @@ impl FrameHub {
         Some((s.seq, s.jpeg.clone()?))
     }
 
-    /// Asks the worker for a snapshot-quality frame and waits for it.
-    pub fn snapshot(&self, timeout: Duration) -> Option<Arc<Vec<u8>>> {
+    /// Asks the worker for a snapshot-quality frame and waits up to
+    /// `timeout` for it; a box too slow for that (a frame takes longer)
+    /// gets the newest frame encoded within `fresh` instead.
+    pub fn snapshot(&self, timeout: Duration, fresh: Duration) -> Option<Arc<Vec<u8>>> {
         let deadline = Instant::now() + timeout;
         let mut s = self.lock();
         let seen = s.snapshot_seq;
         s.want_snapshot = true;
         while s.snapshot_seq == seen && !s.closed {
-            let left = deadline.checked_duration_since(Instant::now())?;
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else { break };
             s = self.ready.wait_timeout(s, left).unwrap_or_else(|p| p.into_inner()).0;
         }
-        s.snapshot.clone()
+        if s.snapshot_seq != seen {
+            return s.snapshot.clone();
+        }
+        s.jpeg.clone().filter(|_| s.published.is_some_and(|t| t.elapsed() <= fresh))
     }
 
     /// A stream client for as long as the guard lives.
@@ -188,12 +195,23 @@ mod tests {
     fn a_snapshot_request_is_answered_by_the_next_snapshot_frame() {
         let hub = Arc::new(FrameHub::new(10.0));
         let h = hub.clone();
-        let asker = std::thread::spawn(move || h.snapshot(Duration::from_secs(5)));
+        let asker = std::thread::spawn(move || h.snapshot(Duration::from_secs(5), Duration::ZERO));
         while !hub.snapshot_wanted() {
             std::thread::sleep(Duration::from_millis(1));
         }
         hub.publish_snapshot(Arc::new(vec![9]));
         assert_eq!(asker.join().unwrap().unwrap().as_slice(), &[9]);
         assert!(!hub.snapshot_wanted());
+    }
+
+    #[test]
+    fn a_snapshot_nobody_answers_falls_back_to_a_fresh_frame_or_nothing() {
+        let hub = FrameHub::new(10.0);
+        assert!(hub.snapshot(Duration::from_millis(10), Duration::from_secs(10)).is_none(), "no frame at all");
+        hub.publish(Arc::new(vec![7]));
+        let got = hub.snapshot(Duration::from_millis(10), Duration::from_secs(10)).unwrap();
+        assert_eq!(got.as_slice(), &[7]);
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(hub.snapshot(Duration::from_millis(10), Duration::from_millis(5)).is_none(), "too old");
     }
 }

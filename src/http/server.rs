@@ -34,7 +34,7 @@ impl Server {
             .name("http".into())
             .spawn(move || accept_loop(&srv, &st, max_clients, &state))
             .map_err(|e| e.to_string())?;
-        log::info!("http: live page and API on http://{addr}/");
+        log::info!("http: health, metrics, snapshot and MJPEG stream on http://{addr}/");
         Ok(Server { server, stop, accept: Some(accept), addr })
     }
 }
@@ -102,12 +102,14 @@ fn handle(request: Request, state: &HttpState) {
             let kind = header("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
             request.respond(Response::from_string(body).with_header(kind))
         }
-        Route::Snapshot => match state.hub.snapshot(Duration::from_secs(5)) {
+        Route::Snapshot => match state.hub.snapshot(Duration::from_secs(5), Duration::from_secs(10)) {
             Some(jpeg) => {
                 let kind = header("Content-Type", "image/jpeg");
                 request.respond(Response::from_data(jpeg.as_slice()).with_header(kind))
             }
-            None => request.respond(text(503, "{\"error\":\"no frame within 5 s; is the camera streaming?\"}")),
+            None => {
+                request.respond(text(503, "{\"error\":\"no fused frame in the last 10 s; is the camera streaming?\"}"))
+            }
         },
         Route::Stream => {
             let reader =
