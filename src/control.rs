@@ -4,6 +4,7 @@
 
 use crate::face::{Blend, ColorTransfer, FaceOrder, MaskSettings, SelectorMode};
 use crate::mqtt::{parse, Command, CommandError, CommandLimits, SourceCommand};
+use std::sync::mpsc::SyncSender;
 
 /// The settings commands can change, as echoed on `<feature>/state`.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +30,23 @@ pub struct Settings {
     /// The source state as published (JSON naming the active identity and
     /// the face bank), once a source is set.
     pub source: Option<String>,
+}
+
+/// A command on its way to the control loop, from MQTT or HTTP: both go
+/// through [`Control::handle`]. HTTP waits on `reply` for whether it was
+/// refused (the same reason `<base>/error` carries) or taken.
+pub struct Incoming {
+    pub feature: String,
+    pub payload: bytes::Bytes,
+    pub reply: Option<SyncSender<Result<(), CommandError>>>,
+}
+
+/// The refusal among `effects`, if the command was refused.
+pub fn refusal(effects: &[Effect]) -> Option<CommandError> {
+    effects.iter().find_map(|e| match e {
+        Effect::Error(e) => Some(e.clone()),
+        _ => None,
+    })
 }
 
 /// What the daemon must do after a command.

@@ -10,14 +10,13 @@ use super::settings::{limits, restart_needed, WorkerConfig};
 use super::stages::Identifier;
 use super::Signals;
 use crate::config::Config;
-use crate::control::{Control, Effect};
+use crate::control::{self, Control, Effect, Incoming};
 use crate::face::{largest_identity, Embedding};
 use crate::http::HttpState;
 use crate::infer::Engines;
 use crate::mqtt::{CommandError, Event, Message, Outbox, SourceCommand, SourceState, Topics};
 use crate::store::cache::Cache;
 use crate::store::{Store, TierModels};
-use bytes::Bytes;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -25,9 +24,6 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// A command from MQTT: the feature of `<base>/<feature>/set` and the payload.
-pub struct Incoming(pub String, pub Bytes);
 
 pub struct ControlLoop<'a> {
     pub config_path: PathBuf,
@@ -93,6 +89,7 @@ impl ControlLoop<'_> {
         for effect in effects {
             match effect {
                 Effect::State { feature, value } => {
+                    self.http.set_state(feature, &value);
                     self.outbox.push(Message::retained(self.topics.state(feature), value));
                 }
                 Effect::Error(e) => self.refuse(&e.command, e.reason),
@@ -285,8 +282,11 @@ impl ControlLoop<'_> {
         let mut next_stats = Instant::now() + self.stats_interval.min(Duration::from_secs(2));
         while !self.signals.stop.load(Ordering::Relaxed) {
             match commands.recv_timeout(Duration::from_millis(100)) {
-                Ok(Incoming(feature, payload)) => {
+                Ok(Incoming { feature, payload, reply }) => {
                     let effects = self.control.handle(&feature, &payload);
+                    if let Some(reply) = reply {
+                        let _ = reply.try_send(control::refusal(&effects).map_or(Ok(()), Err));
+                    }
                     self.apply(effects);
                 }
                 Err(RecvTimeoutError::Timeout) => {}

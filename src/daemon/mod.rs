@@ -35,6 +35,7 @@ pub use stages::fusion_pipeline;
 use crate::capture::LatestFrame;
 use crate::config::Config;
 use crate::control::Control;
+use crate::control::Incoming;
 use crate::http::{HttpSettings, HttpState, Server};
 use crate::infer::Engines;
 use crate::mqtt::{Event, Link, Message, Outbox, Stage};
@@ -42,7 +43,7 @@ use crate::store::cache::Cache;
 use crate::store::Store;
 use anyhow::{anyhow, Result};
 use bank::FaceBank;
-use control_loop::{ControlLoop, Incoming};
+use control_loop::ControlLoop;
 use counters::Counters;
 use mailbox::Mailbox;
 use stages::Identifier;
@@ -94,17 +95,18 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
     let outbox = Arc::new(Outbox::new(settings.queue_messages));
     outbox.push(Message::retained(topics.available(), "starting"));
     let (cmd_tx, commands) = sync_channel::<Incoming>(COMMAND_QUEUE);
+    let http = Arc::new(HttpState::new(config.http.stream_fps, config.pipeline.max_source_bytes));
+    http.set_commands(cmd_tx.clone());
     let dropped_commands = Arc::new(AtomicU64::new(0));
     let dropped = dropped_commands.clone();
     let link = Link::start(&settings.link, topics.clone(), outbox.clone(), move |feature, payload| {
-        if cmd_tx.try_send(Incoming(feature.to_string(), payload)).is_err() {
+        if cmd_tx.try_send(Incoming { feature: feature.to_string(), payload, reply: None }).is_err() {
             dropped.fetch_add(1, Ordering::Relaxed);
         }
     })
     .map_err(|e| anyhow!("mqtt: {e}"))?;
     log::info!("mqtt: topics under {}/, broker {}:{}", topics.base(), settings.link.host, settings.link.port);
     let notifier = Notifier::from_env();
-    let http = Arc::new(HttpState::new(config.http.stream_fps));
     let server = start_http(&config.http, &http);
     let session = Session {
         config_path,

@@ -1,5 +1,7 @@
 //! Which handler a request goes to: plain logic over method and path.
 
+use crate::mqtt::topics::FEATURES;
+
 /// A request's destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
@@ -7,6 +9,10 @@ pub enum Route {
     Metrics,
     Snapshot,
     Stream,
+    /// `GET /api/state`.
+    State,
+    /// `POST /api/<feature>`: the command of MQTT's `<base>/<feature>/set`.
+    Command(&'static str),
     /// A known path asked with a method it does not take.
     MethodNotAllowed(&'static str),
     NotFound,
@@ -15,7 +21,11 @@ pub enum Route {
 /// The route of `method` on `url` (its query string ignored).
 pub fn route(method: &str, url: &str) -> Route {
     let path = url.split(['?', '#']).next().unwrap_or("");
+    if let Some(feature) = path.strip_prefix("/api/").and_then(|f| FEATURES.iter().find(|k| **k == f)) {
+        return if method == "POST" { Route::Command(feature) } else { Route::MethodNotAllowed("POST") };
+    }
     let (route, allowed) = match path {
+        "/api/state" => (Route::State, "GET, HEAD"),
         "/api/health" => (Route::Health, "GET, HEAD"),
         "/metrics" => (Route::Metrics, "GET, HEAD"),
         "/snapshot.jpg" => (Route::Snapshot, "GET"),
@@ -42,5 +52,9 @@ mod tests {
         assert_eq!(route("DELETE", "/api/health"), Route::MethodNotAllowed("GET, HEAD"));
         assert_eq!(route("GET", "/../etc/passwd"), Route::NotFound);
         assert_eq!(route("GET", ""), Route::NotFound);
+        assert_eq!(route("POST", "/api/blend"), Route::Command("blend"));
+        assert_eq!(route("GET", "/api/blend"), Route::MethodNotAllowed("POST"));
+        assert_eq!(route("POST", "/api/nosuch"), Route::NotFound);
+        assert_eq!(route("GET", "/api/state"), Route::State);
     }
 }

@@ -3,7 +3,7 @@
 //! once (the rest get 503 at once), so a stream client or a slow reader
 //! never holds up another request.
 
-use super::{route, HttpState, Route};
+use super::{route, CommandOutcome, HttpState, Route};
 use std::io::Read;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -88,6 +88,24 @@ fn text(code: u16, body: &str) -> Response<std::io::Cursor<Vec<u8>>> {
     Response::from_string(body).with_status_code(code).with_header(header("Content-Type", kind))
 }
 
+/// `POST /api/<feature>`: the body is the command's payload, as on MQTT.
+fn command(mut request: Request, feature: &str, state: &HttpState) -> std::io::Result<()> {
+    let limit = state.max_body;
+    if request.body_length().is_some_and(|n| n > limit) {
+        return request.respond(text(413, &format!("{{\"error\":\"a command body is at most {limit} bytes\"}}")));
+    }
+    let mut body = Vec::new();
+    let read = request.as_reader().take(limit as u64 + 1).read_to_end(&mut body);
+    if read.is_err() || body.len() > limit {
+        return request.respond(text(413, &format!("{{\"error\":\"a command body is at most {limit} bytes\"}}")));
+    }
+    match state.command(feature, body, Duration::from_secs(30)) {
+        CommandOutcome::Taken => request.respond(text(200, "{\"ok\":true}")),
+        CommandOutcome::Refused(e) => request.respond(text(400, &serde_json::to_string(&e).unwrap_or_default())),
+        CommandOutcome::Busy => request.respond(text(503, "{\"error\":\"the control loop is busy; try again\"}")),
+    }
+}
+
 fn handle(request: Request, state: &HttpState) {
     let method = request.method().as_str().to_string();
     let r = route(&method, request.url());
@@ -120,6 +138,11 @@ fn handle(request: Request, state: &HttpState) {
             ];
             request.respond(Response::new(StatusCode(200), headers, reader, None, None))
         }
+        Route::State => {
+            let body = serde_json::to_string(&state.state()).unwrap_or_default();
+            request.respond(text(200, &body))
+        }
+        Route::Command(feature) => command(request, feature, state),
         Route::MethodNotAllowed(allowed) => {
             let body = format!("{{\"error\":\"{method} is not allowed here; use {allowed}\"}}");
             request.respond(text(405, &body).with_header(header("Allow", allowed)))

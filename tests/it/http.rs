@@ -8,11 +8,18 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// One HTTP/1.0 request; the status code and the body.
+/// One HTTP/1.0 request without a body; the status code and the body.
 fn get(port: u16, method: &str, path: &str) -> (u16, Vec<u8>) {
+    send(port, method, path, b"")
+}
+
+/// One HTTP/1.0 request with `body`.
+fn send(port: u16, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(*T)).unwrap();
-    write!(s, "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    write!(s, "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
+    // A refused oversized body may close the connection before it is all sent.
+    let _ = s.write_all(body);
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
     let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("a header block");
@@ -85,6 +92,27 @@ fn health_metrics_snapshot_and_an_mjpeg_stream_that_ffmpeg_reads() {
     check.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
     let checked = check.wait_with_output().unwrap();
     assert!(checked.status.success(), "promtool check metrics failed:\n{text}");
+
+    // Commands: the same validator and control path as MQTT.
+    let (code, body) = send(port, "POST", "/api/blend", b"40");
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let (_, state) = get(port, "GET", "/api/state");
+    let state: serde_json::Value = serde_json::from_slice(&state).unwrap();
+    assert_eq!(state["states"]["blend"], "40", "{state}");
+    assert_eq!(state["available"], "online");
+    let from = w.count();
+    let (code, body) = send(port, "POST", "/api/blend", b"500");
+    assert_eq!(code, 400);
+    let refused: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let on_mqtt = w.wait_from(from, "error", *T, |_| true).json();
+    assert_eq!(refused, on_mqtt, "HTTP and MQTT give the same reason");
+    assert_eq!(refused["command"], "blend");
+    let (_, state) = get(port, "GET", "/api/state");
+    let state: serde_json::Value = serde_json::from_slice(&state).unwrap();
+    assert_eq!(state["states"]["blend"], "40", "a refused command changes nothing");
+    assert_eq!(send(port, "POST", "/api/nosuch", b"1").0, 404);
+    assert_eq!(get(port, "GET", "/api/blend").0, 405);
+    assert_eq!(send(port, "POST", "/api/source", &vec![0u8; 700_000]).0, 413, "over pipeline.max_source_bytes");
 
     assert_eq!(get(port, "GET", "/nothing/here").0, 404);
     assert_eq!(get(port, "POST", "/snapshot.jpg").0, 405);
