@@ -5,6 +5,7 @@ use super::camera::CaptureCounters;
 use super::mailbox::Mailbox;
 use super::stats::{Rate, WorkerStats};
 use crate::capture::LatestFrame;
+use crate::http::FrameHub;
 use crate::mqtt::{ModelStats, Outbox, StatsMessage};
 use crate::store::TierModels;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,12 +19,19 @@ pub struct Counters {
     pub worker: Arc<Mutex<WorkerStats>>,
     pub mailbox: Arc<Mailbox>,
     pub dropped_commands: Arc<AtomicU64>,
+    pub hub: Arc<FrameHub>,
     capture_rate: Rate,
     process_rate: Rate,
 }
 
 impl Counters {
-    pub fn new(started: Instant, latest: Arc<LatestFrame>, mailbox: Arc<Mailbox>, dropped: Arc<AtomicU64>) -> Self {
+    pub fn new(
+        started: Instant,
+        latest: Arc<LatestFrame>,
+        mailbox: Arc<Mailbox>,
+        dropped: Arc<AtomicU64>,
+        hub: Arc<FrameHub>,
+    ) -> Self {
         Counters {
             started,
             capture: Arc::default(),
@@ -31,6 +39,7 @@ impl Counters {
             worker: Arc::default(),
             mailbox,
             dropped_commands: dropped,
+            hub,
             capture_rate: Rate::default(),
             process_rate: Rate::default(),
         }
@@ -62,6 +71,8 @@ impl Counters {
             dropped_commands: self.dropped_commands.load(Ordering::Relaxed),
             coalesced_settings: self.mailbox.coalesced(),
             mqtt_connects: c.connects.load(Ordering::Relaxed),
+            http_dropped_frames: self.hub.counters.dropped_frames.load(Ordering::Relaxed),
+            http_stream_clients: self.hub.clients(),
             latency_ms: latency,
             rss_bytes: rss,
             peak_rss_bytes: peak,

@@ -199,7 +199,7 @@ fn start<'a>(s: &Session<'a>, config: Config, latest: Arc<LatestFrame>) -> Resul
         identifier: Identifier::new(&models)?,
         bank,
         sources: Cache::new(config.pipeline.source_cache, u64::MAX),
-        counters: Counters::new(s.started, latest, mailbox.clone(), s.dropped_commands.clone()),
+        counters: Counters::new(s.started, latest, mailbox.clone(), s.dropped_commands.clone(), s.http.hub.clone()),
         mailbox,
         stats_interval: s.settings.stats_interval,
         signals: s.signals,

@@ -136,6 +136,8 @@ mod tests {
             dropped_commands: 0,
             coalesced_settings: 0,
             mqtt_connects: 1,
+            http_dropped_frames: 0,
+            http_stream_clients: 0,
             latency_ms: LatencyReport {
                 capture_to_publish: Some(Percentiles { p50_ms: 40.0, p95_ms: 60.0 }),
                 ..LatencyReport::default()

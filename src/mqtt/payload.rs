@@ -195,6 +195,9 @@ pub struct StatsMessage {
     /// applied).
     pub coalesced_settings: u64,
     pub mqtt_connects: u64,
+    /// Frames HTTP stream clients skipped (each takes the newest frame).
+    pub http_dropped_frames: u64,
+    pub http_stream_clients: usize,
     pub latency_ms: LatencyReport,
     pub rss_bytes: u64,
     pub peak_rss_bytes: u64,

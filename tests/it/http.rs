@@ -80,7 +80,8 @@ fn health_metrics_snapshot_and_an_mjpeg_stream_that_ffmpeg_reads() {
     assert_eq!(code, 200);
     assert!(is_jpeg_640x480(&snapshot));
 
-    w.wait("stats", *T, |_| true);
+    let stats = w.wait("stats", *T, |_| true).json();
+    assert!(stats["http_dropped_frames"].is_u64() && stats["http_stream_clients"].is_u64(), "{stats}");
     std::thread::sleep(Duration::from_millis(1500));
     let (code, metrics) = get(port, "GET", "/metrics");
     assert_eq!(code, 200);
