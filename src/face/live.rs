@@ -6,7 +6,7 @@
 //!
 //! Time comes in as an argument, so the cadence is testable without sleeps.
 
-use super::refine::{refine, substitute};
+use super::refine::{refine, substitute, CropBuffers};
 use super::{
     largest, Blend, ColorTransfer, Embedding, Face, FaceOrder, FusionPipeline, Mappings, MaskSettings, MouthSettings,
     Result, Selector, SelectorMode, SmoothSettings, StageTimings, Sticky, StickySettings, Tracked, Tracker,
@@ -82,6 +82,8 @@ pub struct LivePipeline {
     last_detect: Option<Instant>,
     /// Lock onto the largest face on the next frame (mode `reference`).
     want_reference: bool,
+    /// The refiner's crops, reused from frame to frame.
+    crops: CropBuffers,
 }
 
 impl LivePipeline {
@@ -101,6 +103,7 @@ impl LivePipeline {
             epoch: None,
             last_detect: None,
             want_reference: false,
+            crops: CropBuffers::default(),
         };
         live.set_selector(settings.selector);
         live
@@ -254,7 +257,7 @@ impl LivePipeline {
             // detection frames too, so each track's filter sees one
             // detector's bias; the full detection decides births and ends.
             if let Some(refiner) = self.fusion.refiner.as_mut() {
-                let (found, spent) = refine(refiner, frame, &self.tracker.predicted(t))?;
+                let (found, spent) = refine(refiner, &mut self.crops, frame, &self.tracker.predicted(t))?;
                 substitute(&mut faces, &found);
                 inference += spent;
             }
@@ -263,7 +266,7 @@ impl LivePipeline {
         } else {
             self.tracker.predict(&mut self.tracks, t);
             if let Some(refiner) = self.fusion.refiner.as_mut() {
-                let (found, spent) = refine(refiner, frame, &self.tracks)?;
+                let (found, spent) = refine(refiner, &mut self.crops, frame, &self.tracks)?;
                 self.tracker.correct(&mut self.tracks, &found, t);
                 inference += spent;
             }

@@ -8,15 +8,42 @@ use super::{Detector, Face, Result, Tracked};
 use crate::vision::{warp_affine_into, Affine, RgbImage};
 use std::time::Duration;
 
+/// The crop and its mirror image, kept between frames so refinement
+/// allocates nothing per frame.
+#[derive(Debug, Default)]
+pub struct CropBuffers {
+    crop: RgbImage,
+    mirrored: RgbImage,
+}
+
+/// `src` mirrored left to right into `dst` (same size).
+fn mirror_into(src: &RgbImage, dst: &mut RgbImage) {
+    let row = src.width() as usize * 3;
+    for (s, d) in src.chunks_exact(row).zip(dst.chunks_exact_mut(row)) {
+        for (sp, dp) in s.chunks_exact(3).zip(d.chunks_exact_mut(3).rev()) {
+            dp.copy_from_slice(sp);
+        }
+    }
+}
+
 /// Each track's face found again on a crop twice its predicted box, scaled
 /// to the refiner's input, and on the crop's mirror image: the two are
 /// averaged, which cancels much of the detector's left-right bias. The
 /// detection that overlaps the prediction most (IoU at least 0.3) wins.
 /// Also returns the time spent inside the engine.
-pub fn refine(detector: &mut Detector, frame: &RgbImage, tracks: &[Tracked]) -> Result<(Vec<(u64, Face)>, Duration)> {
+pub fn refine(
+    detector: &mut Detector,
+    buffers: &mut CropBuffers,
+    frame: &RgbImage,
+    tracks: &[Tracked],
+) -> Result<(Vec<(u64, Face)>, Duration)> {
     let [w, h] = detector.entry().input_size;
     let side = w.min(h) as f32;
-    let mut crop = RgbImage::new(side as u32, side as u32);
+    let CropBuffers { crop, mirrored } = buffers;
+    if crop.dimensions() != (side as u32, side as u32) {
+        *crop = RgbImage::new(side as u32, side as u32);
+        *mirrored = crop.clone();
+    }
     let mut found = Vec::new();
     let mut inference = Duration::ZERO;
     for track in tracks {
@@ -29,13 +56,13 @@ pub fn refine(detector: &mut Detector, frame: &RgbImage, tracks: &[Tracked]) -> 
         let (x0, y0) = ((b[0] + b[2] - box_side) / 2.0, (b[1] + b[3] - box_side) / 2.0);
         let to_crop = Affine([k, 0.0, -k * x0, 0.0, k, -k * y0]);
         let Some(back) = to_crop.invert() else { continue };
-        warp_affine_into(frame, &to_crop, &mut crop);
-        let faces = detector.detect(&crop)?;
+        warp_affine_into(frame, &to_crop, crop);
+        let faces = detector.detect(crop)?;
         inference += detector.last_inference;
         let Some(face) = best_overlap(faces, &back, &b, 0.3) else { continue };
-        let mirrored = image::imageops::flip_horizontal(&crop);
+        mirror_into(crop, mirrored);
         let unmirror = Affine([-1.0, 0.0, side - 1.0, 0.0, 1.0, 0.0]);
-        let mirror_faces = detector.detect(&mirrored)?.into_iter().map(|f| unmirror_face(&f, &unmirror)).collect();
+        let mirror_faces = detector.detect(mirrored)?.into_iter().map(|f| unmirror_face(&f, &unmirror)).collect();
         inference += detector.last_inference;
         let face = match best_overlap(mirror_faces, &back, &face.bbox, 0.5) {
             Some(m) => average(&face, &m),
@@ -108,5 +135,18 @@ fn map_face(f: &Face, back: &Affine) -> Face {
         bbox: [min(xs), min(ys), max(xs), max(ys)],
         landmarks: f.landmarks.map(|[x, y]| back.apply(x, y).into()),
         score: f.score,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mirror_reverses_each_row() {
+        let src = RgbImage::from_fn(3, 2, |x, y| image::Rgb([x as u8, y as u8, 9]));
+        let mut dst = RgbImage::new(3, 2);
+        mirror_into(&src, &mut dst);
+        assert_eq!(dst, image::imageops::flip_horizontal(&src));
     }
 }

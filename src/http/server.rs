@@ -61,7 +61,7 @@ fn accept_loop(server: &tiny_http::Server, stop: &AtomicBool, max_clients: usize
             }
         };
         if active.load(Ordering::Relaxed) >= max_clients {
-            let busy = text(503, &format!("{{\"error\":\"more than {max_clients} clients (http.max_clients)\"}}"));
+            let busy = error(503, &format!("more than {max_clients} clients (http.max_clients)"));
             let _ = request.respond(busy);
             continue;
         }
@@ -83,71 +83,75 @@ fn header(name: &str, value: &str) -> Header {
         .unwrap_or_else(|_| Header::from_bytes(&b"X-Invalid"[..], &b"1"[..]).expect("a constant header is valid"))
 }
 
-fn text(code: u16, body: &str) -> Response<std::io::Cursor<Vec<u8>>> {
-    let kind = if body.starts_with('{') { "application/json" } else { "text/plain; charset=utf-8" };
-    Response::from_string(body).with_status_code(code).with_header(header("Content-Type", kind))
+type Body = Response<std::io::Cursor<Vec<u8>>>;
+
+fn json(code: u16, value: &impl serde::Serialize) -> Body {
+    let body = serde_json::to_string(value).unwrap_or_default();
+    Response::from_string(body).with_status_code(code).with_header(header("Content-Type", "application/json"))
+}
+
+/// `{"error": message}` with `code`.
+fn error(code: u16, message: &str) -> Body {
+    json(code, &serde_json::json!({ "error": message }))
 }
 
 /// `POST /api/<feature>`: the body is the command's payload, as on MQTT.
 fn command(mut request: Request, feature: &str, state: &HttpState) -> std::io::Result<()> {
     let limit = state.max_body;
+    let too_big = || error(413, &format!("a command body is at most {limit} bytes"));
     if request.body_length().is_some_and(|n| n > limit) {
-        return request.respond(text(413, &format!("{{\"error\":\"a command body is at most {limit} bytes\"}}")));
+        return request.respond(too_big());
     }
     let mut body = Vec::new();
     let read = request.as_reader().take(limit as u64 + 1).read_to_end(&mut body);
     if read.is_err() || body.len() > limit {
-        return request.respond(text(413, &format!("{{\"error\":\"a command body is at most {limit} bytes\"}}")));
+        return request.respond(too_big());
     }
     match state.command(feature, body, Duration::from_secs(30)) {
-        CommandOutcome::Taken => request.respond(text(200, "{\"ok\":true}")),
-        CommandOutcome::Refused(e) => request.respond(text(400, &serde_json::to_string(&e).unwrap_or_default())),
-        CommandOutcome::Busy => request.respond(text(503, "{\"error\":\"the control loop is busy; try again\"}")),
+        CommandOutcome::Taken => request.respond(json(200, &serde_json::json!({ "ok": true }))),
+        CommandOutcome::Refused(e) => request.respond(json(400, &e)),
+        CommandOutcome::Busy => request.respond(error(503, "the control loop is busy; try again")),
     }
+}
+
+fn snapshot(request: Request, state: &HttpState) -> std::io::Result<()> {
+    match state.hub.snapshot(Duration::from_secs(5), Duration::from_secs(10)) {
+        Some(jpeg) => {
+            request.respond(Response::from_data(jpeg.as_slice()).with_header(header("Content-Type", "image/jpeg")))
+        }
+        None => request.respond(error(503, "no fused frame in the last 10 s; is the camera streaming?")),
+    }
+}
+
+fn stream(request: Request, state: &HttpState) -> std::io::Result<()> {
+    let reader = Mjpeg { _watching: state.hub.watch(), hub: state.hub.clone(), seq: 0, part: Vec::new(), at: 0 };
+    let headers = vec![
+        header("Content-Type", &format!("multipart/x-mixed-replace; boundary={BOUNDARY}")),
+        header("Cache-Control", "no-store"),
+    ];
+    request.respond(Response::new(StatusCode(200), headers, reader, None, None))
 }
 
 fn handle(request: Request, state: &HttpState) {
     let method = request.method().as_str().to_string();
-    let r = route(&method, request.url());
-    let result = match r {
+    let result = match route(&method, request.url()) {
         Route::Health => {
             let (ok, health) = state.health();
-            let body = serde_json::to_string(&health).unwrap_or_default();
-            request.respond(text(if ok { 200 } else { 503 }, &body))
+            request.respond(json(if ok { 200 } else { 503 }, &health))
         }
         Route::Metrics => {
-            let body = state.metrics();
             let kind = header("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-            request.respond(Response::from_string(body).with_header(kind))
+            request.respond(Response::from_string(state.metrics()).with_header(kind))
         }
-        Route::Snapshot => match state.hub.snapshot(Duration::from_secs(5), Duration::from_secs(10)) {
-            Some(jpeg) => {
-                let kind = header("Content-Type", "image/jpeg");
-                request.respond(Response::from_data(jpeg.as_slice()).with_header(kind))
-            }
-            None => {
-                request.respond(text(503, "{\"error\":\"no fused frame in the last 10 s; is the camera streaming?\"}"))
-            }
-        },
-        Route::Stream => {
-            let reader =
-                Mjpeg { _watching: state.hub.watch(), hub: state.hub.clone(), seq: 0, part: Vec::new(), at: 0 };
-            let headers = vec![
-                header("Content-Type", &format!("multipart/x-mixed-replace; boundary={BOUNDARY}")),
-                header("Cache-Control", "no-store"),
-            ];
-            request.respond(Response::new(StatusCode(200), headers, reader, None, None))
-        }
-        Route::State => {
-            let body = serde_json::to_string(&state.state()).unwrap_or_default();
-            request.respond(text(200, &body))
-        }
+        Route::Snapshot => snapshot(request, state),
+        Route::Stream => stream(request, state),
+        Route::State => request.respond(json(200, &state.state())),
         Route::Command(feature) => command(request, feature, state),
         Route::MethodNotAllowed(allowed) => {
-            let body = format!("{{\"error\":\"{method} is not allowed here; use {allowed}\"}}");
-            request.respond(text(405, &body).with_header(header("Allow", allowed)))
+            let refusal = error(405, &format!("{method} is not allowed here; use {allowed}"));
+            request.respond(refusal.with_header(header("Allow", allowed)))
         }
-        Route::NotFound => request.respond(text(404, "{\"error\":\"no such path\"}")),
+        Route::NotFound => request.respond(error(404, "no such path")),
     };
     // A client that went away mid-answer is normal for a stream.
     if let Err(e) = result {

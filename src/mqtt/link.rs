@@ -231,55 +231,17 @@ impl Link {
             .spawn(move || publish_loop(&client, &out, &t, &subscriptions))
             .map_err(|e| e.to_string())?;
 
-        let out = outbox.clone();
-        let s = stop.clone();
-        let reconnect_max = settings.reconnect_max;
-        let endpoint = format!("{}:{}", settings.host, settings.port);
+        let driver = Driver {
+            out: outbox.clone(),
+            stop: stop.clone(),
+            topics,
+            ha_status,
+            endpoint: format!("{}:{}", settings.host, settings.port),
+            reconnect_max: settings.reconnect_max,
+        };
         let connection = std::thread::Builder::new()
             .name("mqtt-connection".into())
-            .spawn(move || {
-                let mut backoff = Duration::from_secs(1);
-                let mut warned = false;
-                for event in connection.iter() {
-                    match event {
-                        Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                            log::info!("mqtt: connected to {endpoint}");
-                            backoff = Duration::from_secs(1);
-                            warned = false;
-                            out.counters.connects.fetch_add(1, Ordering::Relaxed);
-                            out.counters.connected.store(true, Ordering::Relaxed);
-                            out.connected();
-                        }
-                        Ok(Event::Incoming(Packet::Publish(p))) => {
-                            if ha_status.as_deref() == Some(p.topic.as_str()) && p.payload.trim_ascii() == b"online" {
-                                super::discovery::republish_later(out.clone());
-                            } else if let Some(feature) = topics.feature_of(&p.topic) {
-                                on_command(feature, p.payload);
-                            }
-                        }
-                        Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect)) if s.load(Ordering::Relaxed) => break,
-                        Ok(_) => {}
-                        Err(e) => {
-                            out.counters.connected.store(false, Ordering::Relaxed);
-                            if s.load(Ordering::Relaxed) {
-                                break;
-                            }
-                            if !warned {
-                                log::warn!(
-                                    "no MQTT broker at {endpoint} ({e}): install mosquitto or set mqtt.host; \
-                                     retrying with backoff up to {reconnect_max:?}"
-                                );
-                                warned = true;
-                            }
-                            sleep_unless(&s, backoff);
-                            if s.load(Ordering::Relaxed) {
-                                break;
-                            }
-                            backoff = (backoff * 2).min(reconnect_max);
-                        }
-                    }
-                }
-            })
+            .spawn(move || driver.run(&mut connection, on_command))
             .map_err(|e| e.to_string())?;
         Ok(Link { outbox, stop, publisher: Some(publisher), connection: Some(connection) })
     }
@@ -298,6 +260,67 @@ impl Link {
         if let Some(c) = self.connection.take() {
             join_until(c, deadline);
         }
+    }
+}
+
+/// The connection thread: drives rumqttc's event loop, hands commands on,
+/// and reconnects with doubling backoff after one warning.
+struct Driver {
+    out: Arc<Outbox>,
+    stop: Arc<AtomicBool>,
+    topics: Topics,
+    ha_status: Option<String>,
+    endpoint: String,
+    reconnect_max: Duration,
+}
+
+impl Driver {
+    fn run(&self, connection: &mut rumqttc::Connection, on_command: impl Fn(&str, Bytes)) {
+        let mut backoff = Duration::from_secs(1);
+        let mut warned = false;
+        for event in connection.iter() {
+            match event {
+                Ok(Event::Incoming(Packet::ConnAck(_))) => {
+                    log::info!("mqtt: connected to {}", self.endpoint);
+                    (backoff, warned) = (Duration::from_secs(1), false);
+                    self.out.counters.connects.fetch_add(1, Ordering::Relaxed);
+                    self.out.counters.connected.store(true, Ordering::Relaxed);
+                    self.out.connected();
+                }
+                Ok(Event::Incoming(Packet::Publish(p))) => {
+                    if self.ha_status.as_deref() == Some(p.topic.as_str()) && p.payload.trim_ascii() == b"online" {
+                        super::discovery::republish_later(self.out.clone());
+                    } else if let Some(feature) = self.topics.feature_of(&p.topic) {
+                        on_command(feature, p.payload);
+                    }
+                }
+                Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect)) if self.stopping() => break,
+                Ok(_) => {}
+                Err(e) => {
+                    self.out.counters.connected.store(false, Ordering::Relaxed);
+                    if self.stopping() {
+                        break;
+                    }
+                    if !std::mem::replace(&mut warned, true) {
+                        log::warn!(
+                            "no MQTT broker at {} ({e}): install mosquitto or set mqtt.host; \
+                             retrying with backoff up to {:?}",
+                            self.endpoint,
+                            self.reconnect_max
+                        );
+                    }
+                    sleep_unless(&self.stop, backoff);
+                    if self.stopping() {
+                        break;
+                    }
+                    backoff = (backoff * 2).min(self.reconnect_max);
+                }
+            }
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
     }
 }
 
