@@ -18,6 +18,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod credential;
 pub mod daemon;
 pub mod face;
 pub mod http;

@@ -12,13 +12,13 @@ pub fn camera_event(event: &CameraEvent, outbox: &Outbox, topics: &Topics, notif
         CameraEvent::Lost { reason } => {
             log::warn!("camera lost: {reason}");
             notifier.status(&format!("degraded: camera lost: {reason}"));
-            http.set_problem(Some(format!("camera lost: {reason}")));
+            http.set_problem("camera", Some(format!("camera lost: {reason}")));
             (Some("camera_lost"), Event::CameraLost { reason: reason.clone() })
         }
         CameraEvent::Back { after, attempts } => {
             log::info!("camera back after {after:?} ({attempts} attempts)");
             notifier.status("running");
-            http.set_problem(None);
+            http.set_problem("camera", None);
             let after_ms = after.as_millis() as u64;
             (Some("streaming"), Event::CameraBack { after_ms, attempts: *attempts })
         }

@@ -46,6 +46,8 @@ pub struct ControlLoop<'a> {
     pub reported_providers: HashSet<String>,
     /// `/metrics` reads the newest stats here.
     pub http: Arc<HttpState>,
+    /// The last refusal since the command being applied came in.
+    pub refused: Option<CommandError>,
 }
 
 impl ControlLoop<'_> {
@@ -79,10 +81,11 @@ impl ControlLoop<'_> {
         events.into_iter().for_each(|e| self.event(e));
     }
 
-    pub fn refuse(&self, command: &str, reason: String) {
+    pub fn refuse(&mut self, command: &str, reason: String) {
         let e = CommandError { command: command.into(), reason };
         log::warn!("{e}");
         self.outbox.push(e.message(&self.topics));
+        self.refused = Some(e);
     }
 
     pub fn apply(&mut self, effects: Vec<Effect>) {
@@ -218,12 +221,21 @@ impl ControlLoop<'_> {
         self.report_providers();
         self.mailbox.models(models);
         let running = self.models.tier.clone();
-        if let Some(reason) = degraded {
-            self.event(Event::Degraded { wanted: tier.into(), tier: running.clone(), reason });
-        }
+        self.degraded(tier, degraded);
         self.event(Event::TierChanged { from: before, tier: running.clone() });
         let effect = self.control.tier_in_use(&running);
         self.apply(vec![effect]);
+    }
+
+    /// A lower tier than `wanted` runs, for `reason`, or (`None`) the one
+    /// wanted: the `degraded` event and the HTTP health say so.
+    pub fn degraded(&self, wanted: &str, reason: Option<String>) {
+        let running = self.models.tier.clone();
+        let problem = reason.as_ref().map(|r| format!("running tier `{running}` instead of `{wanted}`: {r}"));
+        self.http.set_problem("tier", problem);
+        if let Some(reason) = reason {
+            self.event(Event::Degraded { wanted: wanted.into(), tier: running, reason });
+        }
     }
 
     /// Rereads the config and reloads the models; a bad config is refused
@@ -284,10 +296,15 @@ impl ControlLoop<'_> {
             match commands.recv_timeout(Duration::from_millis(100)) {
                 Ok(Incoming { feature, payload, reply }) => {
                     let effects = self.control.handle(&feature, &payload);
-                    if let Some(reply) = reply {
-                        let _ = reply.try_send(control::refusal(&effects).map_or(Ok(()), Err));
-                    }
+                    let refused = control::refusal(&effects);
+                    self.refused = None;
                     self.apply(effects);
+                    // The verdict comes once the command is applied, so a
+                    // client that reads the state next sees it; a refusal
+                    // found while applying (a photo without a face) counts.
+                    if let Some(reply) = reply {
+                        let _ = reply.try_send(refused.or(self.refused.take()).map_or(Ok(()), Err));
+                    }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,

@@ -36,7 +36,9 @@ use crate::capture::LatestFrame;
 use crate::config::Config;
 use crate::control::Control;
 use crate::control::Incoming;
-use crate::http::{HttpSettings, HttpState, Server};
+use crate::face::SelectorMode;
+use crate::http::wire::Limits;
+use crate::http::{Choices, HttpSettings, HttpState, Options, Server};
 use crate::infer::Engines;
 use crate::mqtt::{Event, Link, Message, Outbox, Stage};
 use crate::store::cache::Cache;
@@ -97,6 +99,10 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
     let (cmd_tx, commands) = sync_channel::<Incoming>(COMMAND_QUEUE);
     let http = Arc::new(HttpState::new(config.http.stream_fps, config.pipeline.max_source_bytes));
     http.set_commands(cmd_tx.clone());
+    http.set_choices(Choices {
+        quality: config.tier.iter().map(|t| t.name.clone()).collect(),
+        selector: SelectorMode::ALL.iter().map(|m| m.as_str().to_string()).collect(),
+    });
     let dropped_commands = Arc::new(AtomicU64::new(0));
     let dropped = dropped_commands.clone();
     let link = Link::start(&settings.link, topics.clone(), outbox.clone(), move |feature, payload| {
@@ -107,7 +113,7 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
     .map_err(|e| anyhow!("mqtt: {e}"))?;
     log::info!("mqtt: topics under {}/, broker {}:{}", topics.base(), settings.link.host, settings.link.port);
     let notifier = Notifier::from_env();
-    let server = start_http(&config.http, &http);
+    let server = start_http(&config.http, &http)?;
     let session = Session {
         config_path,
         settings,
@@ -131,13 +137,17 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
 }
 
 /// The HTTP server when `http.enabled`; one that cannot listen is logged
-/// and the daemon runs without it.
-fn start_http(settings: &HttpSettings, state: &Arc<HttpState>) -> Option<Server> {
+/// and the daemon runs without it, but a token file that cannot be read
+/// stops the start (serving without it would drop the protection).
+fn start_http(settings: &HttpSettings, state: &Arc<HttpState>) -> Result<Option<Server>> {
     if !settings.enabled {
-        return None;
+        return Ok(None);
     }
-    let started = settings.addr().and_then(|addr| Server::start(addr, settings.max_clients, state.clone()));
-    started.map_err(|e| log::error!("{e}; the daemon runs without HTTP")).ok()
+    let addr = settings.addr().map_err(|e| anyhow!(e))?;
+    let token = settings.token().map_err(|e| anyhow!("{e}; fusiond does not serve HTTP beyond loopback without it"))?;
+    let options = Options { max_clients: settings.max_clients, token, limits: Limits::new(state.max_body) };
+    let started = Server::start(addr, options, state.clone());
+    Ok(started.map_err(|e| log::error!("{e}; the daemon runs without HTTP")).ok())
 }
 
 fn run_connected(s: Session, config: Config, open_camera: SourceFactory) -> Result<()> {
@@ -206,16 +216,14 @@ fn start<'a>(s: &Session<'a>, config: Config, latest: Arc<LatestFrame>) -> Resul
         active_source: None,
         reported_providers: Default::default(),
         http: s.http.clone(),
+        refused: None,
         store,
         models,
         config,
     };
     ctl.report_providers();
     ctl.check_mouth();
-    if let Some(reason) = &degraded {
-        let tier = ctl.models.tier.clone();
-        ctl.event(Event::Degraded { wanted: start_tier, tier, reason: reason.clone() });
-    }
+    ctl.degraded(&start_tier, degraded.clone());
     // The worker and the camera start once the start source is known, so
     // no frame is processed without it.
     ctl.initial_source();

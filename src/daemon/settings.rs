@@ -10,7 +10,6 @@ use crate::control;
 use crate::face::{MaskSettings, SelectorMode, SmoothSettings, StickySettings};
 use crate::mqtt::{discovery, CommandLimits, LinkSettings, Message, Topics};
 use anyhow::{anyhow, Context, Result};
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Keys (and sections) a reload puts in force; a change to any other key
@@ -172,18 +171,6 @@ fn hostname() -> String {
         .unwrap_or_else(|| "fusiond".into())
 }
 
-fn read_password(file: &str) -> Result<String> {
-    let bare = !file.contains('/');
-    let path = match std::env::var_os("CREDENTIALS_DIRECTORY") {
-        Some(dir) if bare && Path::new(&dir).join(file).is_file() => Path::new(&dir).join(file),
-        _ => PathBuf::from(file),
-    };
-    let text = std::fs::read_to_string(&path).with_context(|| {
-        format!("mqtt.password_file {}: cannot read it; check the path or LoadCredential=", path.display())
-    })?;
-    Ok(text.trim_end_matches(['\n', '\r']).to_string())
-}
-
 fn discovery_message(config: &Config, device_id: &str, topics: &Topics) -> Message {
     let prefix = &config.mqtt.discovery_prefix;
     if !config.mqtt.discovery {
@@ -207,7 +194,10 @@ fn link_settings(config: &Config, device_id: &str) -> Result<LinkSettings> {
     let credentials = match (&m.username, &m.password_file) {
         (None, None) => None,
         (user, None) => Some((user.clone().unwrap_or_default(), String::new())),
-        (user, Some(file)) => Some((user.clone().unwrap_or_default(), read_password(file)?)),
+        (user, Some(file)) => Some((
+            user.clone().unwrap_or_default(),
+            crate::credential::read("mqtt.password_file", file).map_err(|e| anyhow!(e))?,
+        )),
     };
     let tls_ca = match (m.tls, &m.ca_file) {
         (false, _) => None,
@@ -233,6 +223,7 @@ fn link_settings(config: &Config, device_id: &str) -> Result<LinkSettings> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn a_reload_names_the_keys_only_a_restart_applies() {

@@ -167,6 +167,8 @@ impl Worker<'_> {
         let encode = self.publish_frame(st, &frame.image)?;
         let timings = report.as_ref().map(|r| r.timings).unwrap_or_default();
         let detected = report.as_ref().is_some_and(|r| r.detected);
+        let faces = report.as_ref().map_or(0, |r| r.faces.len());
+        self.hub.counters.faces_in_view.store(faces, std::sync::atomic::Ordering::Relaxed);
         if let Some(r) = &report {
             self.outbox.push(faces_message(frame, r, &st.tier, encode, start.elapsed()).message(self.topics));
         }

@@ -24,6 +24,8 @@ pub struct HubCounters {
     /// Frames a stream client never sent because a newer one replaced it.
     pub dropped_frames: AtomicU64,
     pub frames_sent: AtomicU64,
+    /// Faces in the newest processed frame (the worker sets it).
+    pub faces_in_view: AtomicUsize,
 }
 
 pub struct FrameHub {

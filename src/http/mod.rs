@@ -1,18 +1,20 @@
-//! The HTTP side (`[http]`): health, Prometheus metrics, snapshots and an
-//! MJPEG stream of the fused frames, served by `tiny_http` on its own
-//! threads. The worker hands each JPEG it encodes to the [`FrameHub`]; the
+//! The HTTP side (`[http]`): the live page, the API, health, Prometheus
+//! metrics, snapshots and an MJPEG stream of the fused frames, served on
+//! the server's own threads ([`wire`] frames requests under hard limits). The worker hands each JPEG it encodes to the [`FrameHub`]; the
 //! control loop hands every `stats` to [`HttpState`]. Nothing here blocks
 //! either of them.
 
+mod handlers;
 pub mod hub;
 pub mod metrics;
 mod routes;
 mod server;
 mod settings;
+pub mod wire;
 
 pub use hub::FrameHub;
 pub use routes::{route, Route};
-pub use server::Server;
+pub use server::{Options, Server};
 pub use settings::HttpSettings;
 
 use crate::control::Incoming;
@@ -36,10 +38,20 @@ pub struct HttpState {
 #[derive(Default)]
 struct Status {
     available: String,
-    problem: Option<String>,
+    /// What keeps the box from being healthy, by kind (`camera`, `tier`).
+    problems: BTreeMap<&'static str, String>,
     stats: Option<StatsMessage>,
     /// Every feature's applied value, as on `<base>/<feature>/state`.
     states: BTreeMap<String, String>,
+    choices: Choices,
+}
+
+/// The values the page's selects offer.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Choices {
+    /// The configured tiers.
+    pub quality: Vec<String>,
+    pub selector: Vec<String>,
 }
 
 /// `/api/state`.
@@ -47,7 +59,14 @@ struct Status {
 pub struct StateView {
     pub available: String,
     pub tier: Option<String>,
+    /// Frames processed per second, from the newest `stats`.
+    pub fps: Option<f64>,
+    /// Faces in the newest processed frame.
+    pub faces: usize,
+    /// The face bank's names.
+    pub bank: Vec<String>,
     pub states: BTreeMap<String, String>,
+    pub choices: Choices,
 }
 
 /// Why a command sent over HTTP was not taken.
@@ -84,16 +103,29 @@ impl HttpState {
         *self.commands.lock().unwrap_or_else(|p| p.into_inner()) = Some(commands);
     }
 
+    pub fn set_choices(&self, choices: Choices) {
+        self.lock().choices = choices;
+    }
+
     pub fn set_state(&self, feature: &str, value: &str) {
         self.lock().states.insert(feature.to_string(), value.to_string());
     }
 
     pub fn state(&self) -> StateView {
         let s = self.lock();
+        let source = s.states.get("source").and_then(|j| serde_json::from_str::<serde_json::Value>(j).ok());
+        let bank = source
+            .and_then(|v| v.get("bank").and_then(|b| b.as_array()).cloned())
+            .map(|b| b.iter().filter_map(|n| n.as_str().map(String::from)).collect())
+            .unwrap_or_default();
         StateView {
             available: s.available.clone(),
             tier: s.stats.as_ref().map(|t| t.tier.clone()),
+            fps: s.stats.as_ref().map(|t| t.processed_fps),
+            faces: self.hub.counters.faces_in_view.load(std::sync::atomic::Ordering::Relaxed),
+            bank,
             states: s.states.clone(),
+            choices: s.choices.clone(),
         }
     }
 
@@ -124,10 +156,13 @@ impl HttpState {
         self.lock().available = available.to_string();
     }
 
-    /// Something that keeps the box from being healthy while it lasts (the
-    /// camera lost); `None` clears it.
-    pub fn set_problem(&self, problem: Option<String>) {
-        self.lock().problem = problem;
+    /// Something of `kind` that keeps the box from being healthy while it
+    /// lasts (the camera lost, a lower tier running); `None` clears it.
+    pub fn set_problem(&self, kind: &'static str, problem: Option<String>) {
+        match problem {
+            Some(p) => self.lock().problems.insert(kind, p),
+            None => self.lock().problems.remove(kind),
+        };
     }
 
     pub fn set_stats(&self, stats: &StatsMessage) {
@@ -136,11 +171,12 @@ impl HttpState {
 
     pub fn health(&self) -> (bool, Health) {
         let s = self.lock();
-        let ok = s.available == "online" && s.problem.is_none();
-        let reason = match (&s.problem, ok) {
-            (Some(p), _) => Some(p.clone()),
-            (None, false) => Some(format!("the daemon is {}", s.available)),
-            (None, true) => None,
+        let problems = s.problems.values().cloned().collect::<Vec<_>>();
+        let ok = s.available == "online" && problems.is_empty();
+        let reason = match ok {
+            true => None,
+            false if problems.is_empty() => Some(format!("the daemon is {}", s.available)),
+            false => Some(problems.join("; ")),
         };
         (ok, Health { status: s.available.clone(), reason })
     }
@@ -162,9 +198,13 @@ mod tests {
         assert_eq!(s.health().1.reason.as_deref(), Some("the daemon is starting"));
         s.set_available("online");
         assert_eq!(s.health(), (true, Health { status: "online".into(), reason: None }));
-        s.set_problem(Some("camera lost: /dev/video0".into()));
-        assert!(!s.health().0);
-        s.set_problem(None);
+        s.set_problem("camera", Some("camera lost: /dev/video0".into()));
+        s.set_problem("tier", Some("running tier `fast` instead of `quality`".into()));
+        let (ok, h) = s.health();
+        assert!(!ok);
+        assert_eq!(h.reason.as_deref(), Some("camera lost: /dev/video0; running tier `fast` instead of `quality`"));
+        s.set_problem("camera", None);
+        s.set_problem("tier", None);
         assert!(s.health().0);
     }
 }

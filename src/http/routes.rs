@@ -5,6 +5,8 @@ use crate::mqtt::topics::FEATURES;
 /// A request's destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
+    /// `GET /`: the live page.
+    Page,
     Health,
     Metrics,
     Snapshot,
@@ -25,6 +27,7 @@ pub fn route(method: &str, url: &str) -> Route {
         return if method == "POST" { Route::Command(feature) } else { Route::MethodNotAllowed("POST") };
     }
     let (route, allowed) = match path {
+        "/" | "/index.html" => (Route::Page, "GET, HEAD"),
         "/api/state" => (Route::State, "GET, HEAD"),
         "/api/health" => (Route::Health, "GET, HEAD"),
         "/metrics" => (Route::Metrics, "GET, HEAD"),
@@ -56,5 +59,7 @@ mod tests {
         assert_eq!(route("GET", "/api/blend"), Route::MethodNotAllowed("POST"));
         assert_eq!(route("POST", "/api/nosuch"), Route::NotFound);
         assert_eq!(route("GET", "/api/state"), Route::State);
+        assert_eq!(route("GET", "/?x=1"), Route::Page);
+        assert_eq!(route("POST", "/"), Route::MethodNotAllowed("GET, HEAD"));
     }
 }

@@ -8,13 +8,18 @@ use std::net::SocketAddr;
 pub struct HttpSettings {
     /// Serve health, metrics, snapshots and the MJPEG stream.
     pub enabled: bool,
-    /// Address and port; loopback unless `allow_unauthenticated`.
+    /// Address and port. Another address than loopback needs `token_file`
+    /// (or `allow_unauthenticated`).
     pub listen: String,
     /// Most frames per second on `/stream.mjpeg`.
     pub stream_fps: f32,
     /// Requests answered at once (stream clients count); more get 503.
     pub max_clients: usize,
-    /// Allows a non-loopback `listen` without authentication.
+    /// The bearer token that state-changing requests must carry
+    /// (`Authorization: Bearer ...`): a file, looked up in
+    /// `$CREDENTIALS_DIRECTORY` first when it is a bare name.
+    pub token_file: Option<String>,
+    /// Allows a non-loopback `listen` without a token.
     pub allow_unauthenticated: bool,
 }
 
@@ -25,6 +30,7 @@ impl Default for HttpSettings {
             listen: "127.0.0.1:8080".into(),
             stream_fps: 15.0,
             max_clients: 8,
+            token_file: None,
             allow_unauthenticated: false,
         }
     }
@@ -37,13 +43,26 @@ impl HttpSettings {
             .map_err(|_| format!("http.listen `{}` is not an address:port like 127.0.0.1:8080", self.listen))
     }
 
+    /// The bearer token from `token_file`, when one is set.
+    pub fn token(&self) -> Result<Option<String>, String> {
+        let Some(file) = &self.token_file else { return Ok(None) };
+        let token = crate::credential::read("http.token_file", file)?;
+        if token.trim().len() < 16 {
+            return Err(format!("http.token_file {file}: the token is shorter than 16 characters; use a longer one"));
+        }
+        Ok(Some(token.trim().to_string()))
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         let addr = self.addr()?;
-        if !addr.ip().is_loopback() && !self.allow_unauthenticated {
+        if !addr.ip().is_loopback() && self.token_file.is_none() && !self.allow_unauthenticated {
             return Err(format!(
-                "http.listen {addr} is reachable from other machines and fusiond has no HTTP authentication yet; \
-                 listen on 127.0.0.1 or set http.allow_unauthenticated = true"
+                "http.listen {addr} is reachable from other machines: set http.token_file to a bearer token \
+                 (LoadCredential=), listen on 127.0.0.1, or set http.allow_unauthenticated = true"
             ));
+        }
+        if self.token_file.as_deref() == Some("") {
+            return Err("http.token_file may not be empty; leave it out for no token".into());
         }
         if !(self.stream_fps > 0.0 && self.stream_fps <= 60.0) || self.max_clients == 0 || self.max_clients > 256 {
             return Err("http: need 0 < stream_fps <= 60 and 1 <= max_clients <= 256".into());
@@ -60,7 +79,9 @@ mod tests {
     fn loopback_by_default_and_other_addresses_only_when_allowed() {
         assert!(HttpSettings::default().validate().is_ok());
         let open = HttpSettings { listen: "0.0.0.0:8080".into(), ..HttpSettings::default() };
-        assert!(open.validate().unwrap_err().contains("allow_unauthenticated"));
+        assert!(open.validate().unwrap_err().contains("token_file"));
+        let token = HttpSettings { token_file: Some("http-token".into()), ..open.clone() };
+        assert!(token.validate().is_ok());
         assert!(HttpSettings { allow_unauthenticated: true, ..open }.validate().is_ok());
         let bad = HttpSettings { listen: "localhost".into(), ..HttpSettings::default() };
         assert!(bad.validate().unwrap_err().contains("not an address"));

@@ -15,9 +15,16 @@ fn get(port: u16, method: &str, path: &str) -> (u16, Vec<u8>) {
 
 /// One HTTP/1.0 request with `body`.
 fn send(port: u16, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    request(port, method, path, "", body)
+}
+
+/// One HTTP/1.0 request with extra header lines (each ending in CRLF).
+fn request(port: u16, method: &str, path: &str, headers: &str, body: &[u8]) -> (u16, Vec<u8>) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(*T)).unwrap();
-    write!(s, "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
+    let head =
+        format!("{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{headers}Content-Length: {}\r\n\r\n", body.len());
+    s.write_all(head.as_bytes()).unwrap();
     // A refused oversized body may close the connection before it is all sent.
     let _ = s.write_all(body);
     let mut raw = Vec::new();
@@ -26,6 +33,25 @@ fn send(port: u16, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
     let head = String::from_utf8_lossy(&raw[..split]).to_string();
     let code = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("status line: {head}"));
     (code, raw[split + 4..].to_vec())
+}
+
+fn state(port: u16) -> serde_json::Value {
+    let (code, body) = get(port, "GET", "/api/state");
+    assert_eq!(code, 200);
+    serde_json::from_slice(&body).unwrap()
+}
+
+/// Waits for `/api/health` to answer 200.
+fn healthy(port: u16, d: &Daemon) {
+    let deadline = Instant::now() + *T;
+    let health = loop {
+        let (code, body) = get(port, "GET", "/api/health");
+        if code == 200 || Instant::now() > deadline {
+            break (code, body);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(health.0, 200, "{}\n{}", String::from_utf8_lossy(&health.1), d.log());
 }
 
 fn is_jpeg_640x480(bytes: &[u8]) -> bool {
@@ -49,17 +75,11 @@ fn health_metrics_snapshot_and_an_mjpeg_stream_that_ffmpeg_reads() {
     let w = Watcher::start(broker.port, "fusiond/web");
     let d = Daemon::spawn(&config);
     online(&w);
-    let deadline = Instant::now() + *T;
-    let health = loop {
-        let (code, body) = get(port, "GET", "/api/health");
-        if code == 200 || Instant::now() > deadline {
-            break (code, body);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert_eq!(health.0, 200, "{}\n{}", String::from_utf8_lossy(&health.1), d.log());
-    let v: serde_json::Value = serde_json::from_slice(&health.1).unwrap();
+    healthy(port, &d);
+    let v: serde_json::Value = serde_json::from_slice(&get(port, "GET", "/api/health").1).unwrap();
     assert_eq!(v["status"], "online");
+    let (code, page) = get(port, "GET", "/");
+    assert!(code == 200 && String::from_utf8_lossy(&page).contains("/stream.mjpeg"), "the live page");
 
     let out = dir.path().join("frames");
     std::fs::create_dir_all(&out).unwrap();
@@ -118,4 +138,80 @@ fn health_metrics_snapshot_and_an_mjpeg_stream_that_ffmpeg_reads() {
     assert_eq!(get(port, "GET", "/nothing/here").0, 404);
     assert_eq!(get(port, "POST", "/snapshot.jpg").0, 405);
     assert_eq!(get(port, "GET", "/api/health").0, 200, "the daemon still serves after all that");
+}
+
+/// A PNG whose header is honest and whose pixels are zeros: 25 megapixels
+/// in a few kilobytes.
+fn decompression_bomb() -> Vec<u8> {
+    use image::ImageEncoder;
+    let side = 5000u32;
+    let zeros = vec![0u8; (side * side) as usize];
+    let mut png = Vec::new();
+    let encoder = image::codecs::png::PngEncoder::new_with_quality(
+        &mut png,
+        image::codecs::png::CompressionType::Fast,
+        image::codecs::png::FilterType::NoFilter,
+    );
+    encoder.write_image(&zeros, side, side, image::ExtendedColorType::L8).unwrap();
+    png
+}
+
+#[test]
+fn a_token_guards_commands_the_bank_is_listed_and_a_decompression_bomb_changes_nothing() {
+    let _s = serial();
+    let broker = Mosquitto::start(free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let creds = dir.path().join("credentials");
+    std::fs::create_dir_all(&creds).unwrap();
+    let token = "fusiond-test-token-0123456789";
+    std::fs::write(creds.join("http-token"), format!("{token}\n")).unwrap();
+    let port = free_port();
+    let extra = format!("\n[http]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"http-token\"\n");
+    let config = write_config(dir.path(), broker.port, "token", &extra);
+    let w = Watcher::start(broker.port, "fusiond/token");
+    let d = Daemon::spawn_env(&config, &[("CREDENTIALS_DIRECTORY", &creds)]);
+    online(&w);
+    healthy(port, &d);
+    let before = state(port);
+    assert_eq!(before["states"]["enabled"], "ON", "{before}");
+    assert_eq!(before["choices"]["quality"], serde_json::json!(["fast", "quality"]), "{before}");
+
+    for auth in ["", "Authorization: Bearer not-the-token\r\n"] {
+        let (code, body) = request(port, "POST", "/api/enabled", auth, b"OFF");
+        assert_eq!(code, 401, "{auth}: {}", String::from_utf8_lossy(&body));
+    }
+    assert_eq!(state(port)["states"], before["states"], "a refused request changes nothing");
+
+    let bearer = format!("Authorization: Bearer {token}\r\n");
+    let bomb = decompression_bomb();
+    assert!(bomb.len() < 300_000, "the bomb fits pipeline.max_source_bytes ({} bytes)", bomb.len());
+    let (code, body) = request(port, "POST", "/api/source", &bearer, &bomb);
+    let refused: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(code, 400, "{refused}");
+    assert!(refused["reason"].as_str().unwrap().contains("pixels"), "{refused}");
+    assert_eq!(state(port)["states"], before["states"], "the bomb changed nothing");
+
+    let mut named = b"obama2\n".to_vec();
+    named.extend(std::fs::read(crate::util::shared("images/fr_obama2.jpg")).unwrap());
+    let (code, body) = request(port, "POST", "/api/source", &bearer, &named);
+    assert_eq!(code, 200, "{}\n{}", String::from_utf8_lossy(&body), d.log());
+    let after = state(port);
+    assert!(after["bank"].as_array().unwrap().iter().any(|n| n == "obama2"), "{after}");
+    let (code, _) = request(port, "POST", "/api/enabled", &bearer, b"OFF");
+    assert_eq!(code, 200);
+    assert_eq!(state(port)["states"]["enabled"], "OFF");
+}
+
+#[test]
+fn an_address_beyond_loopback_needs_a_token_file_that_can_be_read() {
+    let dir = tempfile::tempdir().unwrap();
+    for (extra, says) in [
+        ("\n[http]\nlisten = \"0.0.0.0:18080\"\n", "http.token_file"),
+        ("\n[http]\nlisten = \"0.0.0.0:18080\"\ntoken_file = \"/nonexistent/token\"\n", "cannot read it"),
+    ] {
+        let config = write_config(dir.path(), free_port(), "open", extra);
+        let out = crate::util::fusiond_command().args(["run", "--config"]).arg(&config).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(says), "{says}: {stderr}");
+    }
 }

@@ -1,0 +1,133 @@
+//! What each route answers. Reads need no token; a state-changing request
+//! (a command) needs the bearer token when `http.token_file` sets one.
+
+use super::wire::{Request, Response};
+use super::{route, CommandOutcome, HttpState, Route};
+use std::io::{self, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+const BOUNDARY: &str = "fusiondframe";
+const PAGE: &str = include_str!("page.html");
+
+/// Who may change state.
+pub struct Access {
+    token: Option<String>,
+}
+
+impl Access {
+    pub fn new(token: Option<String>) -> Access {
+        Access { token }
+    }
+
+    /// Whether `authorization` (the header's value) carries the token; any
+    /// request does when there is none. The comparison takes as long
+    /// whatever the bytes, so timing does not reveal a prefix.
+    pub fn allows(&self, authorization: Option<&str>) -> bool {
+        let Some(token) = &self.token else { return true };
+        let offered = authorization.and_then(|a| a.strip_prefix("Bearer ")).unwrap_or("").trim();
+        constant_time_eq(offered.as_bytes(), token.as_bytes())
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for (i, y) in b.iter().enumerate() {
+        let x = a.get(i).copied().unwrap_or(0);
+        diff |= usize::from(x ^ y);
+    }
+    diff == 0
+}
+
+fn json(status: u16, value: &impl serde::Serialize) -> Response {
+    Response::new(status, "application/json", serde_json::to_vec(value).unwrap_or_default())
+}
+
+/// `{"error": message}` with `status`.
+pub fn error(status: u16, message: &str) -> Response {
+    json(status, &serde_json::json!({ "error": message }))
+}
+
+pub fn handle(request: &Request, state: &Arc<HttpState>, access: &Access, conn: &mut impl Write) -> io::Result<()> {
+    let head_only = request.method == "HEAD";
+    let answer = match route(&request.method, &request.target) {
+        Route::Page => Response::new(200, "text/html; charset=utf-8", PAGE.as_bytes().to_vec())
+            .with("Cache-Control", "no-store")
+            .with(
+                "Content-Security-Policy",
+                "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'",
+            ),
+        Route::Health => {
+            let (ok, health) = state.health();
+            json(if ok { 200 } else { 503 }, &health)
+        }
+        Route::Metrics => Response::new(200, "text/plain; version=0.0.4; charset=utf-8", state.metrics().into_bytes()),
+        Route::Snapshot => snapshot(state),
+        Route::Stream => return stream(state, conn),
+        Route::State => json(200, &state.state()),
+        Route::Command(_) if !access.allows(request.header("Authorization")) => {
+            error(401, "this request changes state: send Authorization: Bearer <the token in http.token_file>")
+                .with("WWW-Authenticate", "Bearer realm=\"fusiond\"")
+        }
+        Route::Command(feature) => command(request, feature, state),
+        Route::MethodNotAllowed(allowed) => {
+            let refusal = error(405, &format!("{} is not allowed here; use {allowed}", request.method));
+            refusal.with("Allow", allowed)
+        }
+        Route::NotFound => error(404, "no such path; the API is described on /"),
+    };
+    answer.write(conn, head_only)
+}
+
+/// `POST /api/<feature>`: the body is the command's payload, as on MQTT.
+fn command(request: &Request, feature: &str, state: &HttpState) -> Response {
+    match state.command(feature, request.body.clone(), Duration::from_secs(30)) {
+        CommandOutcome::Taken => json(200, &serde_json::json!({ "ok": true })),
+        CommandOutcome::Refused(e) => json(400, &e),
+        CommandOutcome::Busy => error(503, "the control loop is busy; try again"),
+    }
+}
+
+fn snapshot(state: &HttpState) -> Response {
+    match state.hub.snapshot(Duration::from_secs(5), Duration::from_secs(10)) {
+        Some(jpeg) => Response::new(200, "image/jpeg", jpeg.to_vec()).with("Cache-Control", "no-store"),
+        None => error(503, "no fused frame in the last 10 s; is the camera streaming?"),
+    }
+}
+
+/// One multipart part per new frame, for as long as the client reads and
+/// the daemon runs; a client that stops reading hits the write timeout.
+fn stream(state: &Arc<HttpState>, conn: &mut impl Write) -> io::Result<()> {
+    let _watching = state.hub.watch();
+    let kind = format!("multipart/x-mixed-replace; boundary={BOUNDARY}");
+    let head = Response::new(200, &kind, Vec::new()).with("Cache-Control", "no-store");
+    conn.write_all(&head.head(None))?;
+    conn.flush()?;
+    let mut seq = 0;
+    while !state.hub.is_closed() {
+        let Some((next, jpeg)) = state.hub.next_after(seq, Duration::from_secs(1)) else { continue };
+        seq = next;
+        write!(conn, "--{BOUNDARY}\r\nContent-Type: image/jpeg\r\nContent-Length: {}\r\n\r\n", jpeg.len())?;
+        conn.write_all(&jpeg)?;
+        conn.write_all(b"\r\n")?;
+        conn.flush()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_is_needed_whole_and_only_when_set() {
+        assert!(Access::new(None).allows(None));
+        let a = Access::new(Some("s3cret-token-0123456789".into()));
+        assert!(a.allows(Some("Bearer s3cret-token-0123456789")));
+        for bad in [None, Some(""), Some("Bearer "), Some("Bearer s3cret"), Some("s3cret-token-0123456789")] {
+            assert!(!a.allows(bad), "{bad:?}");
+        }
+        assert!(!a.allows(Some("Bearer s3cret-token-01234567890")), "a longer token");
+        assert!(!constant_time_eq(b"", b"x") && constant_time_eq(b"", b""));
+    }
+}
