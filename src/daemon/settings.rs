@@ -182,7 +182,7 @@ fn discovery_message(config: &Config, device_id: &str, topics: &Topics) -> Messa
         tiers: config.tier.iter().map(|t| t.name.clone()).collect(),
         selectors: SelectorMode::ALL.iter().map(|m| m.as_str().to_string()).collect(),
         max_frame_rate: config.output.max_frame_rate,
-        configuration_url: None,
+        configuration_url: config.http.page_url(&hostname()),
     };
     discovery::announce(&input, topics)
 }

@@ -43,6 +43,19 @@ impl HttpSettings {
             .map_err(|_| format!("http.listen `{}` is not an address:port like 127.0.0.1:8080", self.listen))
     }
 
+    /// The live page's address as other machines reach it (Home
+    /// Assistant's `configuration_url`): `None` when HTTP is off or bound to
+    /// loopback; an unspecified address (`0.0.0.0`) is named by `hostname`.
+    pub fn page_url(&self, hostname: &str) -> Option<String> {
+        let addr = self.addr().ok().filter(|a| self.enabled && !a.ip().is_loopback())?;
+        let host = match addr.ip() {
+            ip if ip.is_unspecified() => hostname.to_string(),
+            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+            ip => ip.to_string(),
+        };
+        Some(format!("http://{host}:{}/", addr.port()))
+    }
+
     /// The bearer token from `token_file`, when one is set.
     pub fn token(&self) -> Result<Option<String>, String> {
         let Some(file) = &self.token_file else { return Ok(None) };
@@ -83,6 +96,11 @@ mod tests {
         let token = HttpSettings { token_file: Some("http-token".into()), ..open.clone() };
         assert!(token.validate().is_ok());
         assert!(HttpSettings { allow_unauthenticated: true, ..open }.validate().is_ok());
+        assert_eq!(HttpSettings::default().page_url("box"), None, "loopback is not reachable");
+        assert_eq!(token.page_url("box").as_deref(), Some("http://box:8080/"));
+        let lan = HttpSettings { listen: "192.168.1.20:80".into(), ..token.clone() };
+        assert_eq!(lan.page_url("box").as_deref(), Some("http://192.168.1.20:80/"));
+        assert_eq!(HttpSettings { enabled: false, ..lan }.page_url("box"), None);
         let bad = HttpSettings { listen: "localhost".into(), ..HttpSettings::default() };
         assert!(bad.validate().unwrap_err().contains("not an address"));
     }

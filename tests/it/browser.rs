@@ -2,24 +2,15 @@
 //! (tests/browser/live_page.py, in the venv tests/setup.sh makes).
 
 use crate::harness::{free_port, online, serial, write_config, Daemon, Mosquitto, Watcher, T};
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use crate::http::state;
 use std::time::{Duration, Instant};
-
-fn api_state(port: u16) -> serde_json::Value {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(*T)).unwrap();
-    s.write_all(b"GET /api/state HTTP/1.0\r\n\r\n").unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
-    serde_json::from_str(body).unwrap_or_else(|_| panic!("/api/state: {raw}"))
-}
 
 #[test]
 fn the_live_page_moves_and_its_switch_changes_the_state() {
     let python = std::env::var("FUSIOND_PYTHON").unwrap_or_else(|_| {
-        panic!("FUSIOND_PYTHON is not set: run the tests through tests/run.sh, whose setup makes the venv with selenium")
+        panic!(
+            "FUSIOND_PYTHON is not set: run the tests through tests/run.sh, whose setup makes the venv with selenium"
+        )
     });
     for needed in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
         assert!(std::path::Path::new(needed).exists(), "{needed} is missing: apt install chromium chromium-driver");
@@ -32,7 +23,7 @@ fn the_live_page_moves_and_its_switch_changes_the_state() {
     let w = Watcher::start(broker.port, "fusiond/page");
     let d = Daemon::spawn(&config);
     online(&w);
-    assert_eq!(api_state(port)["states"]["enabled"], "ON");
+    assert_eq!(state(port)["states"]["enabled"], "ON");
 
     let script = crate::util::repo("tests/browser/live_page.py");
     let url = format!("http://127.0.0.1:{port}/");
@@ -46,8 +37,8 @@ fn the_live_page_moves_and_its_switch_changes_the_state() {
     assert_eq!(seen["tier"], "fast", "{seen}");
 
     let deadline = Instant::now() + *T;
-    while api_state(port)["states"]["enabled"] != "OFF" {
-        assert!(Instant::now() < deadline, "the click did not switch the swap off: {}", api_state(port));
+    while state(port)["states"]["enabled"] != "OFF" {
+        assert!(Instant::now() < deadline, "the click did not switch the swap off: {}", state(port));
         std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -79,7 +79,9 @@ fn a_tier_that_falls_back_leaves_the_quality_state_naming_the_tier_that_runs() {
     let bad = dir.path().join("bad-models");
     corrupt_swapper(&bad);
     let broken = "[[tier]]\nname = \"broken\"\nmodels = [\"yunet_2023mar\", \"arcface_fr\", \"corrupt_swapper\"]\n";
-    let config = write_config(dir.path(), broker.port, "fallback", broken);
+    let port = free_port();
+    let broken = format!("{broken}\n[http]\nlisten = \"127.0.0.1:{port}\"\n");
+    let config = write_config(dir.path(), broker.port, "fallback", &broken);
     let dirs = [shared("models"), contract_models(), bad];
     let dirs: Vec<String> = dirs.iter().map(|d| format!("{:?}", d.display().to_string())).collect();
     dropin(dir.path(), "10-dirs.toml", &format!("[models]\ndirs = [{}]\n", dirs.join(", ")));
@@ -93,12 +95,19 @@ fn a_tier_that_falls_back_leaves_the_quality_state_naming_the_tier_that_runs() {
     assert_eq!((e["wanted"].as_str(), e["tier"].as_str()), (Some("broken"), Some("quality")), "{e}");
     assert!(e["reason"].as_str().unwrap().contains("corrupt_swapper"), "{e}");
     w.wait_from(from, "events", *T, |m| m.json()["event"] == "tier_changed");
+    let (code, health) = crate::http::get(port, "GET", "/api/health");
+    let health = String::from_utf8_lossy(&health);
+    assert_eq!(code, 503, "a fallback is not healthy: {health}");
+    assert!(health.contains("running tier `quality` instead of `broken`"), "{health}");
     // A newcomer reads the retained state: the tier that runs.
     let late = Watcher::start(broker.port, "fusiond/fallback");
     let state = late.wait("quality/state", *T, |m| m.retained);
     assert_eq!(state.text(), "quality", "the retained quality state names the tier that runs");
     let from = w.count();
     w.wait_from(from, "faces", *T, |m| m.json()["tier"] == "quality");
+    w.send("quality", b"quality".to_vec());
+    w.wait_from(from, "events", *T, |m| m.json()["event"] == "tier_changed");
+    assert_eq!(crate::http::get(port, "GET", "/api/health").0, 200, "healthy again on the tier asked for");
 }
 
 #[test]

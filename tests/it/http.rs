@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// One HTTP/1.0 request without a body; the status code and the body.
-fn get(port: u16, method: &str, path: &str) -> (u16, Vec<u8>) {
+pub fn get(port: u16, method: &str, path: &str) -> (u16, Vec<u8>) {
     send(port, method, path, b"")
 }
 
@@ -35,7 +35,7 @@ fn request(port: u16, method: &str, path: &str, headers: &str, body: &[u8]) -> (
     (code, raw[split + 4..].to_vec())
 }
 
-fn state(port: u16) -> serde_json::Value {
+pub fn state(port: u16) -> serde_json::Value {
     let (code, body) = get(port, "GET", "/api/state");
     assert_eq!(code, 200);
     serde_json::from_slice(&body).unwrap()
