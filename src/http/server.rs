@@ -130,9 +130,12 @@ fn busy(mut conn: TcpStream, max_clients: usize) {
 /// before the client has read the answer.
 fn linger(conn: &mut TcpStream) {
     let _ = conn.shutdown(std::net::Shutdown::Write);
-    let _ = conn.set_read_timeout(Some(Duration::from_millis(500)));
+    let deadline = std::time::Instant::now() + Duration::from_millis(500);
     let (mut sink, mut left) = ([0u8; 4096], 256 * 1024usize);
-    while left > 0 {
+    while let Some(wait) = deadline.checked_duration_since(std::time::Instant::now()).filter(|w| !w.is_zero()) {
+        if left == 0 || conn.set_read_timeout(Some(wait)).is_err() {
+            break;
+        }
         match conn.read(&mut sink) {
             Ok(0) | Err(_) => break,
             Ok(n) => left = left.saturating_sub(n),

@@ -128,8 +128,10 @@ fn sysusers_and_tmpfiles_apply_to_a_root() {
         assert!(r.join(p).is_dir(), "{p} not created");
     }
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(r.join("etc/fusiond/mqtt-password")).unwrap().permissions().mode();
-    assert_eq!(mode & 0o777, 0o600);
+    for secret in ["etc/fusiond/mqtt-password", "etc/fusiond/http-token"] {
+        let mode = std::fs::metadata(r.join(secret)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{secret}");
+    }
 }
 
 /// Datagrams received on a NOTIFY_SOCKET, with arrival times.
