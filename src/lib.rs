@@ -13,6 +13,7 @@
 //! through the [`control`] state machine. [`config`] is read once into the
 //! settings each loop needs. [`cli`] is wiring only.
 
+pub mod backoff;
 pub mod capture;
 pub mod catalog;
 pub mod cli;
@@ -28,4 +29,5 @@ pub mod mqtt;
 pub mod npy;
 pub mod stats;
 pub mod store;
+pub mod vcam;
 pub mod vision;

@@ -4,6 +4,7 @@
 //! doc line says what).
 
 use crate::face::{Blend, ColorTransfer, FaceOrder, MaskSettings, MouthSettings, SelectorMode, SmoothSettings};
+use crate::vcam::VcamSettings;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -330,11 +331,20 @@ pub struct OutputConfig {
     pub jpeg_quality: u8,
     /// Seconds between messages on `<base>/stats`.
     pub stats_interval_s: u64,
+    /// `[output.v4l2]`: the fused frames as a webcam.
+    pub v4l2: VcamSettings,
 }
 
 impl Default for OutputConfig {
     fn default() -> Self {
-        OutputConfig { frames: true, frame_rate: 5.0, max_frame_rate: 30.0, jpeg_quality: 80, stats_interval_s: 10 }
+        OutputConfig {
+            frames: true,
+            frame_rate: 5.0,
+            max_frame_rate: 30.0,
+            jpeg_quality: 80,
+            stats_interval_s: 10,
+            v4l2: VcamSettings::default(),
+        }
     }
 }
 
@@ -347,7 +357,7 @@ impl OutputConfig {
         if !(rate_ok && (0.0..=self.max_frame_rate).contains(&self.frame_rate)) {
             return bad("output: need 0 < max_frame_rate <= 120 and 0 <= frame_rate <= max_frame_rate");
         }
-        Ok(())
+        self.v4l2.validate()
     }
 }
 

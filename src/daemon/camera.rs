@@ -2,6 +2,7 @@
 //! for processing: each frame goes into the latest-frame mailbox. A lost
 //! camera is reopened with doubling backoff, without restarting anything.
 
+use crate::backoff::Backoff;
 use crate::capture::{CaptureError, Frame, FrameSource, LatestFrame};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -41,40 +42,31 @@ const BAD_FRAMES_BEFORE_REOPEN: u32 = 10;
 /// The camera's health, without IO.
 #[derive(Debug)]
 pub struct Health {
-    min: Duration,
-    max: Duration,
-    wait: Duration,
-    lost_since: Option<Instant>,
-    attempts: u32,
+    backoff: Backoff,
     bad_frames: u32,
 }
 
 impl Health {
     pub fn new(min: Duration, max: Duration) -> Health {
-        Health { min, max, wait: min, lost_since: None, attempts: 0, bad_frames: 0 }
+        Health { backoff: Backoff::new(min, max), bad_frames: 0 }
     }
 
     pub fn is_lost(&self) -> bool {
-        self.lost_since.is_some()
+        self.backoff.is_lost()
     }
 
     fn lose(&mut self, reason: String, now: Instant, events: &mut Vec<CameraEvent>) -> Action {
-        if self.lost_since.is_none() {
-            self.lost_since = Some(now);
-            self.wait = self.min;
-            self.attempts = 0;
+        let (wait, first) = self.backoff.fail(now);
+        if first {
             events.push(CameraEvent::Lost { reason });
         }
-        let wait = self.wait;
-        self.wait = (self.wait * 2).min(self.max);
-        self.attempts += 1;
         Action::Reopen(wait)
     }
 
     pub fn on_frame(&mut self, now: Instant, events: &mut Vec<CameraEvent>) {
         self.bad_frames = 0;
-        if let Some(since) = self.lost_since.take() {
-            events.push(CameraEvent::Back { after: now - since, attempts: self.attempts });
+        if let Some((after, attempts)) = self.backoff.recover(now) {
+            events.push(CameraEvent::Back { after, attempts });
         }
     }
 
@@ -159,7 +151,8 @@ pub fn capture_loop(
     latest.close();
 }
 
-fn sleep_unless(stop: &AtomicBool, d: Duration) {
+/// Sleeps `d`, or less when `stop` is set meanwhile.
+pub fn sleep_unless(stop: &AtomicBool, d: Duration) {
     let end = Instant::now() + d;
     while !stop.load(Ordering::Relaxed) && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(20).min(end.saturating_duration_since(Instant::now())));

@@ -8,6 +8,7 @@ use crate::capture::LatestFrame;
 use crate::http::FrameHub;
 use crate::mqtt::{ModelStats, Outbox, StatsMessage};
 use crate::store::TierModels;
+use crate::vcam::Vcam;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,6 +21,8 @@ pub struct Counters {
     pub mailbox: Arc<Mailbox>,
     pub dropped_commands: Arc<AtomicU64>,
     pub hub: Arc<FrameHub>,
+    /// The V4L2 output's hand-off, when `output.v4l2.enabled`.
+    pub vcam: Option<Arc<Vcam>>,
     capture_rate: Rate,
     process_rate: Rate,
 }
@@ -31,6 +34,7 @@ impl Counters {
         mailbox: Arc<Mailbox>,
         dropped: Arc<AtomicU64>,
         hub: Arc<FrameHub>,
+        vcam: Option<Arc<Vcam>>,
     ) -> Self {
         Counters {
             started,
@@ -40,6 +44,7 @@ impl Counters {
             mailbox,
             dropped_commands: dropped,
             hub,
+            vcam,
             capture_rate: Rate::default(),
             process_rate: Rate::default(),
         }
@@ -73,6 +78,13 @@ impl Counters {
             mqtt_connects: c.connects.load(Ordering::Relaxed),
             http_dropped_frames: self.hub.counters.dropped_frames.load(Ordering::Relaxed),
             http_stream_clients: self.hub.clients(),
+            v4l2_output: match &self.vcam {
+                None => "off",
+                Some(v) if v.lost.load(Ordering::Relaxed) => "lost",
+                Some(_) => "writing",
+            },
+            v4l2_frames_written: self.vcam.as_ref().map_or(0, |v| v.written.load(Ordering::Relaxed)),
+            v4l2_dropped_frames: self.vcam.as_ref().map_or(0, |v| v.dropped.load(Ordering::Relaxed)),
             latency_ms: latency,
             rss_bytes: rss,
             peak_rss_bytes: peak,

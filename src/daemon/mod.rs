@@ -25,6 +25,7 @@ mod notify;
 mod settings;
 mod stages;
 mod stats;
+mod vcam;
 mod worker;
 
 pub use camera::{CameraEvent, Health, SourceFactory};
@@ -43,6 +44,7 @@ use crate::infer::Engines;
 use crate::mqtt::{Event, Link, Message, Outbox, Stage};
 use crate::store::cache::Cache;
 use crate::store::Store;
+use crate::vcam::Vcam;
 use anyhow::{anyhow, Result};
 use bank::FaceBank;
 use control_loop::ControlLoop;
@@ -81,6 +83,8 @@ struct Session<'a> {
     /// What the HTTP handlers read (kept current even with `http.enabled`
     /// off, so nothing else needs to know).
     http: Arc<HttpState>,
+    /// The V4L2 output's hand-off, when `output.v4l2.enabled`.
+    vcam: Option<Arc<Vcam>>,
 }
 
 /// Runs the daemon until `signals.stop`. `source` replaces the configured
@@ -114,6 +118,7 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
     log::info!("mqtt: topics under {}/, broker {}:{}", topics.base(), settings.link.host, settings.link.port);
     let notifier = Notifier::from_env();
     let server = start_http(&config.http, &http)?;
+    let output = vcam::Output::start(&config, outbox.clone(), topics.clone())?;
     let session = Session {
         config_path,
         settings,
@@ -124,10 +129,14 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
         notifier,
         started,
         http: http.clone(),
+        vcam: output.as_ref().map(|o| o.vcam.clone()),
     };
     let result = run_connected(session, config, open_camera);
     http.hub.close();
     drop(server);
+    if let Some(o) = output {
+        o.stop();
+    }
     if let Err(e) = &result {
         outbox.push(Event::Error { stage: Stage::Startup, message: format!("{e:#}") }.message(&topics));
     }
@@ -209,7 +218,14 @@ fn start<'a>(s: &Session<'a>, config: Config, latest: Arc<LatestFrame>) -> Resul
         identifier: Identifier::new(&models)?,
         bank,
         sources: Cache::new(config.pipeline.source_cache, u64::MAX),
-        counters: Counters::new(s.started, latest, mailbox.clone(), s.dropped_commands.clone(), s.http.hub.clone()),
+        counters: Counters::new(
+            s.started,
+            latest,
+            mailbox.clone(),
+            s.dropped_commands.clone(),
+            s.http.hub.clone(),
+            s.vcam.clone(),
+        ),
         mailbox,
         stats_interval: s.settings.stats_interval,
         signals: s.signals,
@@ -252,7 +268,7 @@ fn spawn_worker(s: &Session, ctl: &ControlLoop) -> Result<JoinHandle<Result<(), 
     let (latest, stats, mailbox) = (ctl.counters.latest.clone(), ctl.counters.worker.clone(), ctl.mailbox.clone());
     let (outbox, topics, notifier) = (s.outbox.clone(), s.settings.topics.clone(), s.notifier);
     let (models, config, settings) = (ctl.models.clone(), s.settings.worker.clone(), ctl.control.settings().clone());
-    let hub = s.http.hub.clone();
+    let (hub, vcam) = (s.http.hub.clone(), s.vcam.clone());
     let thread = std::thread::Builder::new().name("worker".into()).spawn(move || {
         let w = Worker {
             latest: &latest,
@@ -262,6 +278,7 @@ fn spawn_worker(s: &Session, ctl: &ControlLoop) -> Result<JoinHandle<Result<(), 
             mailbox: &mailbox,
             notifier,
             hub: &hub,
+            vcam: vcam.as_deref(),
         };
         let result = w.run(models, config, &settings);
         // A worker that cannot run stops capture too: nothing would use it.

@@ -13,6 +13,7 @@ use crate::face::{FrameReport, LivePipeline, LiveSettings, MouthSettings, StageT
 use crate::http::FrameHub;
 use crate::mqtt::{Event, FaceOut, FacesMessage, Message, Outbox, Stage, TimingsOut, Topics};
 use crate::store::TierModels;
+use crate::vcam::Vcam;
 use crate::vision::{encode_jpeg, RgbImage};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
@@ -34,6 +35,8 @@ pub struct Worker<'a> {
     pub notifier: super::notify::Notifier,
     /// The HTTP stream and snapshots share this encode.
     pub hub: &'a FrameHub,
+    /// The V4L2 output takes the raw fused frames.
+    pub vcam: Option<&'a Vcam>,
 }
 
 struct State {
@@ -164,6 +167,9 @@ impl Worker<'_> {
             false => None,
         };
         let pipeline_done = Instant::now();
+        if let Some(v) = self.vcam {
+            v.offer(&frame.image);
+        }
         let encode = self.publish_frame(st, &frame.image)?;
         let timings = report.as_ref().map(|r| r.timings).unwrap_or_default();
         let detected = report.as_ref().is_some_and(|r| r.detected);

@@ -58,6 +58,8 @@ fn counters(o: &mut Out, s: &StatsMessage) {
         ("mqtt_dropped_messages_total", "Messages the MQTT queue dropped.", s.dropped_messages),
         ("dropped_commands_total", "Commands dropped because the queue was full.", s.dropped_commands),
         ("mqtt_connects_total", "MQTT (re)connections.", s.mqtt_connects),
+        ("v4l2_frames_written_total", "Fused frames written to the V4L2 output.", s.v4l2_frames_written),
+        ("v4l2_dropped_frames_total", "Fused frames the V4L2 output replaced unwritten.", s.v4l2_dropped_frames),
     ];
     for (name, help, v) in counters {
         o.one(name, "counter", help, v as f64);
@@ -69,6 +71,8 @@ fn counters(o: &mut Out, s: &StatsMessage) {
     o.one("peak_rss_bytes", "gauge", "Peak resident memory.", s.peak_rss_bytes as f64);
     o.family("camera_streaming", "gauge", "1 while the camera streams, 0 while it is lost.");
     o.sample("camera_streaming", "", if s.camera == "streaming" { 1.0 } else { 0.0 });
+    o.family("v4l2_output_up", "gauge", "1 while the V4L2 output writes, 0 while it is lost or off.");
+    o.sample("v4l2_output_up", "", if s.v4l2_output == "writing" { 1.0 } else { 0.0 });
     o.family("tier_info", "gauge", "The quality tier that runs.");
     o.sample("tier_info", &format!("tier=\"{}\",version=\"{}\"", label(&s.tier), label(s.version)), 1.0);
 }
@@ -138,6 +142,9 @@ mod tests {
             mqtt_connects: 1,
             http_dropped_frames: 0,
             http_stream_clients: 0,
+            v4l2_output: "off",
+            v4l2_frames_written: 0,
+            v4l2_dropped_frames: 0,
             latency_ms: LatencyReport {
                 capture_to_publish: Some(Percentiles { p50_ms: 40.0, p95_ms: 60.0 }),
                 ..LatencyReport::default()

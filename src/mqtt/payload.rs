@@ -49,6 +49,16 @@ pub enum Event {
         after_ms: u64,
         attempts: u32,
     },
+    /// The V4L2 output device (`output.v4l2`) cannot be opened or written.
+    #[serde(rename = "v4l2out_lost")]
+    V4l2OutLost {
+        reason: String,
+    },
+    #[serde(rename = "v4l2out_back")]
+    V4l2OutBack {
+        after_ms: u64,
+        attempts: u32,
+    },
     /// The config was reread; `restart_needed` names the changed keys that
     /// take effect only after a restart.
     Reloaded {
@@ -198,6 +208,11 @@ pub struct StatsMessage {
     /// Frames HTTP stream clients skipped (each takes the newest frame).
     pub http_dropped_frames: u64,
     pub http_stream_clients: usize,
+    /// `output.v4l2`: `off`, `writing` or `lost`.
+    pub v4l2_output: &'static str,
+    pub v4l2_frames_written: u64,
+    /// Fused frames the V4L2 output replaced before writing them.
+    pub v4l2_dropped_frames: u64,
     pub latency_ms: LatencyReport,
     pub rss_bytes: u64,
     pub peak_rss_bytes: u64,

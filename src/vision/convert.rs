@@ -1,5 +1,6 @@
-//! Camera pixel formats to packed RGB, BT.601 limited range (what UVC
-//! cameras send), written into a caller-owned frame: no allocation per frame.
+//! Camera pixel formats to packed RGB and back (RGB to YUYV for the V4L2
+//! output and the fake cameras), BT.601 limited range (what UVC cameras send), written into a
+//! caller-owned buffer: no allocation per frame.
 
 use super::RgbImage;
 
@@ -63,6 +64,13 @@ pub fn nv12_to_rgb(src: &[u8], dst: &mut RgbImage) -> Result<(), ConvertError> {
 /// [`yuyv_to_rgb`] up to chroma subsampling: what a UVC camera would send
 /// for this picture. Used to emulate a camera in benchmarks and tests.
 pub fn rgb_to_yuyv(src: &RgbImage) -> Vec<u8> {
+    let mut out = Vec::new();
+    rgb_to_yuyv_into(src, &mut out);
+    out
+}
+
+/// [`rgb_to_yuyv`] into a caller-owned buffer (the V4L2 output reuses one).
+pub fn rgb_to_yuyv_into(src: &RgbImage, out: &mut Vec<u8>) {
     let f = |p: &[u8]| {
         let (r, g, b) = (p[0] as f32, p[1] as f32, p[2] as f32);
         let y = 16.0 + 0.257 * r + 0.504 * g + 0.098 * b;
@@ -70,13 +78,13 @@ pub fn rgb_to_yuyv(src: &RgbImage) -> Vec<u8> {
         let v = 128.0 + 0.439 * r - 0.368 * g - 0.071 * b;
         (y, u, v)
     };
-    let mut out = Vec::with_capacity(src.len() / 3 * 2);
+    out.clear();
+    out.reserve(src.len() / 3 * 2);
     for pair in src.chunks_exact(6) {
         let ((y0, u0, v0), (y1, u1, v1)) = (f(&pair[..3]), f(&pair[3..]));
         let q = |x: f32| x.round().clamp(0.0, 255.0) as u8;
         out.extend_from_slice(&[q(y0), q((u0 + u1) / 2.0), q(y1), q((v0 + v1) / 2.0)]);
     }
-    out
 }
 
 #[cfg(test)]
