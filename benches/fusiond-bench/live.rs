@@ -1,9 +1,12 @@
 //! `fusiond-bench live`: what a 640×480 camera frame costs end to end, with
 //! 0, 1 and 2 faces, detector-only and with the swap. Part one times the
 //! still-frame work per stage (YUYV conversion, inference, the pixel work
-//! around it, JPEG, publishing through a real broker); part two runs the
+//! around it, JPEG, the HTTP stream and V4L2 output hand-offs, publishing
+//! through a real broker); part two runs the
 //! real daemon on an emulated 30 fps YUYV camera and reads its stats.
 
+use crate::broker::{subscribe, Mosquitto};
+use crate::outputs::Outputs;
 use anyhow::{anyhow, Context, Result};
 use fusiond::capture::{CaptureError, Frame, FrameSource};
 use fusiond::cli::{load_image, swapper, EngineArgs, ModelArgs, DEFAULT_MODEL_DIR};
@@ -14,10 +17,8 @@ use fusiond::face::{
 use fusiond::infer::EngineKind;
 use fusiond::mqtt::{Link, LinkSettings, Outbox, Topics};
 use fusiond::vision::{encode_jpeg, rgb_to_yuyv, yuyv_to_rgb, Resizer, RgbImage};
-use rumqttc::{Client, Event, MqttOptions, Packet, QoS};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -51,6 +52,10 @@ pub struct Args {
     /// the row out.
     #[arg(long, default_value_t = 224)]
     refine_size: u32,
+    /// The V4L2 output device of the swap+outputs rows (a v4l2loopback
+    /// node); without it frames are converted and written to /dev/null.
+    #[arg(long)]
+    v4l2_device: Option<PathBuf>,
     /// Write part one's medians as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -93,71 +98,6 @@ impl FrameSource for YuyvCamera {
         frame.captured = SystemTime::now();
         Ok(())
     }
-}
-
-/// A received message: topic, payload, arrival time.
-type Arrival = (String, Vec<u8>, Instant);
-
-/// A mosquitto on a free loopback port for the run, killed on drop.
-struct Mosquitto {
-    child: std::process::Child,
-    port: u16,
-    _dir: PathBuf,
-}
-
-impl Mosquitto {
-    fn start() -> Result<Mosquitto> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let dir = tempfile_dir()?;
-        let conf = dir.join("mosquitto.conf");
-        let text = format!(
-            "user root\npersistence false\nmessage_size_limit 0\nlistener {port} 127.0.0.1\nallow_anonymous true\n"
-        );
-        std::fs::write(&conf, text)?;
-        let child = std::process::Command::new("mosquitto")
-            .arg("-c")
-            .arg(&conf)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .context("cannot start mosquitto: install it (tests/setup.sh does)")?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            anyhow::ensure!(Instant::now() < deadline, "mosquitto did not listen on 127.0.0.1:{port}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(Mosquitto { child, port, _dir: dir })
-    }
-}
-
-impl Drop for Mosquitto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A subscriber that reports each message's arrival.
-fn subscribe(port: u16, filter: &str) -> Result<(Client, Receiver<Arrival>)> {
-    let mut options = MqttOptions::new(format!("bench-{}", std::process::id()), "127.0.0.1", port);
-    options.set_max_packet_size(16 << 20, 16 << 20);
-    let (client, mut connection) = Client::new(options, 16);
-    client.subscribe(filter, QoS::AtMostOnce)?;
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for event in connection.iter() {
-            match event {
-                Ok(Event::Incoming(Packet::Publish(p))) => {
-                    if tx.send((p.topic, p.payload.to_vec(), Instant::now())).is_err() {
-                        return;
-                    }
-                }
-                Ok(_) => {}
-                Err(_) => return,
-            }
-        }
-    });
-    Ok((client, rx))
 }
 
 fn cpu_seconds() -> f64 {
@@ -227,9 +167,10 @@ pub fn run(args: Args) -> Result<()> {
     );
     println!("part 1: one frame through every stage (detection on every frame; mosquitto on loopback)");
     println!(
-        "  {:<38} {:>7} {:>9} {:>9} {:>7} {:>8} {:>9} {:>9} {:>8}",
-        "scenario", "yuyv", "inference", "pixelwork", "jpeg", "publish", "non-infer", "e2e", "e2e p95"
+        "  {:<38} {:>7} {:>9} {:>9} {:>7} {:>7} {:>8} {:>9} {:>9} {:>8}",
+        "scenario", "yuyv", "inference", "pixelwork", "jpeg", "outputs", "publish", "non-infer", "e2e", "e2e p95"
     );
+    let outputs = Outputs::start(args.v4l2_device.clone())?;
     let mut rgb = RgbImage::new(W, H);
     let mut json_rows = Vec::new();
     for (label, scene) in scenes {
@@ -238,7 +179,14 @@ pub fn run(args: Args) -> Result<()> {
         // of the swap, to show what they add to the pixel work.
         // The fourth refines every face on a crop with no full detection
         // after the first frame: the cost of a frame between detections.
-        let mut modes = vec![("detect", false, false), ("swap", true, false), ("swap+smooth", true, true)];
+        // "swap+outputs" adds the HTTP stream (one client reading) and the
+        // V4L2 output to the swap: what they cost the worker per frame.
+        let mut modes = vec![
+            ("detect", false, false),
+            ("swap", true, false),
+            ("swap+outputs", true, false),
+            ("swap+smooth", true, true),
+        ];
         if args.refine_size > 0 {
             modes.push(("swap+smooth+refine", true, true));
         }
@@ -254,7 +202,8 @@ pub fn run(args: Args) -> Result<()> {
             }
             let tracking = if smooth { SmoothSettings::default() } else { SmoothSettings::OFF };
             pipeline.set_tracking(tracking, StickySettings::default());
-            let mut cols: [Vec<f64>; 6] = Default::default();
+            let with_outputs = mode == "swap+outputs";
+            let mut cols: [Vec<f64>; 7] = Default::default();
             let mut faces = 0;
             for i in 0..=args.runs {
                 let t0 = Instant::now();
@@ -264,6 +213,10 @@ pub fn run(args: Args) -> Result<()> {
                 let t2 = Instant::now();
                 let jpeg = encode_jpeg(&rgb, 80).map_err(|e| anyhow!(e))?;
                 let t3 = Instant::now();
+                if with_outputs {
+                    outputs.feed(Arc::new(jpeg.clone()), &rgb);
+                }
+                let t4 = Instant::now();
                 outbox.push_frame(topics.frame(), jpeg);
                 let (_, _, arrived) = arrivals.recv_timeout(Duration::from_secs(5)).context("frame not delivered")?;
                 if i == 0 {
@@ -276,34 +229,46 @@ pub fn run(args: Args) -> Result<()> {
                 cols[1].push(inference);
                 cols[2].push(ms(t2 - t1) - inference);
                 cols[3].push(ms(t3 - t2));
-                cols[4].push(ms(arrived - t3));
-                cols[5].push(ms(arrived - t0));
+                cols[4].push(ms(t4 - t3));
+                cols[5].push(ms(arrived - t4));
+                cols[6].push(ms(arrived - t0));
             }
             let mut non_inference: Vec<f64> =
-                (0..args.runs).map(|i| cols[0][i] + cols[2][i] + cols[3][i] + cols[4][i]).collect();
-            let e2e_p95 = p95(&mut cols[5].clone());
+                (0..args.runs).map(|i| cols[0][i] + cols[2][i] + cols[3][i] + cols[4][i] + cols[5][i]).collect();
+            let e2e_p95 = p95(&mut cols[6].clone());
             let m: Vec<f64> = cols.iter_mut().map(|c| median(c)).collect();
             let non_infer = median(&mut non_inference);
             json_rows.push(serde_json::json!({
                 "scenario": label, "faces": faces, "mode": mode, "yuyv": m[0], "inference": m[1],
-                "pixelwork": m[2], "jpeg": m[3], "publish": m[4], "non_infer": non_infer, "e2e": m[5], "e2e_p95": e2e_p95,
+                "pixelwork": m[2], "jpeg": m[3], "outputs": m[4], "publish": m[5], "non_infer": non_infer,
+                "e2e": m[6], "e2e_p95": e2e_p95,
             }));
             println!(
-                "  {:<38} {:>7.2} {:>9.2} {:>9.2} {:>7.2} {:>8.2} {:>9.2} {:>9.2} {:>8.2}",
+                "  {:<38} {:>7.2} {:>9.2} {:>9.2} {:>7.2} {:>7.2} {:>8.2} {:>9.2} {:>9.2} {:>8.2}",
                 format!("{label} ({faces} found), {mode}"),
                 m[0],
                 m[1],
                 m[2],
                 m[3],
                 m[4],
-                non_infer,
                 m[5],
+                non_infer,
+                m[6],
                 e2e_p95
             );
         }
     }
     println!("  pixelwork = letterbox, pack, decode, NMS, align, paste-back (pipeline time outside the engine)");
-    println!("  non-infer = yuyv + pixelwork + jpeg + publish");
+    println!("  outputs = (swap+outputs rows) the frame handed to the V4L2 output and the JPEG to the HTTP stream");
+    println!("  non-infer = yuyv + pixelwork + jpeg + outputs + publish");
+    let (written, replaced) = outputs.vcam_counts();
+    println!(
+        "  outputs: V4L2 output on {}: {written} frames written, {replaced} replaced unwritten; \
+         the stream client read {} KB",
+        outputs.device,
+        outputs.streamed.load(std::sync::atomic::Ordering::Relaxed) / 1024
+    );
+    drop(outputs);
     if let Some(path) = &args.json {
         let doc = serde_json::json!({"engine": loader.engines().describe(), "rows": json_rows});
         std::fs::write(path, doc.to_string()).with_context(|| format!("cannot write {}", path.display()))?;
@@ -436,7 +401,7 @@ fn live(args: &Args, scenes: &[(&str, &RgbImage); 3], port: u16, names: &[String
     Ok(())
 }
 
-fn tempfile_dir() -> Result<PathBuf> {
+pub fn tempfile_dir() -> Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("fusiond-bench-live-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)

@@ -4,8 +4,10 @@
 //! live frame, and per-model latency, load time and memory side by side.
 //! They print figures; nothing here asserts a speed.
 
+mod broker;
 mod live;
 mod models;
+mod outputs;
 mod stability;
 mod stages;
 

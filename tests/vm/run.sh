@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Boot acceptance test: a Debian bookworm guest with systemd, udev, the vivid
-# V4L2 driver and mosquitto boots fusiond from its units (stage → daemon) on
-# qemu (TCG), and the host checks it over MQTT and a 9p command channel.
+# V4L2 driver, v4l2loopback (built by dkms into the image) and mosquitto boots
+# fusiond from its units (stage → daemon) on qemu (TCG), and the host checks it
+# over MQTT and a 9p command channel, including the V4L2 output.
 # Under TCG one detection takes seconds, so the guest's WatchdogSec is 60.
 #
 #   base image   mmdebstrap, cached in $CARGO_TARGET_DIR/vm keyed by the
@@ -19,6 +20,8 @@ shared="${FUSIOND_SHARED:-$(cd .. && pwd)/shared}"
 work="$CARGO_TARGET_DIR/vm"
 mkdir -p "$work"
 pkgs="systemd systemd-sysv udev dbus kmod linux-image-amd64 initramfs-tools mosquitto v4l-utils iproute2 procps"
+# dkms builds v4l2loopback against the image's kernel while mmdebstrap runs.
+pkgs="$pkgs linux-headers-amd64 v4l2loopback-dkms"
 base="$work/base-$(echo "$pkgs" | sha256sum | cut -c1-12).tar.zst"
 if [ ! -f "$base" ]; then
     echo "vm: building the base image ($base)"
@@ -36,6 +39,8 @@ root="$run/rootfs"
 share="$run/share"
 mkdir -p "$root" "$share/cmd"
 tar -C "$root" --zstd -xf "$base"
+loopback=$(find "$root/lib/modules" -name 'v4l2loopback.ko*' | head -1)
+[ -n "$loopback" ] || { echo "vm: the base image has no v4l2loopback module (dkms did not build it); delete $base" >&2; exit 1; }
 
 # --- payload: fusiond, its units, config and models ---
 install -m 0755 "$CARGO_TARGET_DIR/debug/fusiond" "$root/usr/bin/fusiond"
@@ -70,6 +75,12 @@ device_id = "vm"
 
 [output]
 stats_interval_s = 5
+
+# v4l2loopback is loaded only later by the test: the output starts missing.
+[output.v4l2]
+enabled = true
+device = "/dev/video10"
+reopen_max_ms = 2000
 
 [debug]
 stall_command = true
@@ -115,7 +126,7 @@ kernel=$(ls "$root"/boot/vmlinuz-* | head -1)
 initrd=$(ls "$root"/boot/initrd.img-* | head -1)
 cp "$kernel" "$run/vmlinuz"
 cp "$initrd" "$run/initrd"
-mke2fs -q -t ext4 -d "$root" "$run/disk.ext4" 1G
+mke2fs -q -t ext4 -d "$root" "$run/disk.ext4" 2G
 rm -rf "$root"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -186,6 +197,33 @@ print("vm: 3 frames, valid 640x480 JPEGs")
 PY
 faces=$(sub -C 1 -W 120 -t fusiond/vm/faces) || fail "no faces message"
 echo "$faces" | "$FUSIOND_PYTHON" -c 'import json,sys; f=json.load(sys.stdin)["faces"]; assert f == [], f; print("vm: faces reports 0 faces on the vivid test pattern")'
+
+# --- the V4L2 output: missing at start (logged, the daemon runs on), back
+# once v4l2loopback is loaded; a reader of the loopback gets the fused frames.
+guest "journalctl -u fusiond --no-pager | grep -m1 'cannot open V4L2 output /dev/video10'" | sed 's/^.*fusiond\[[0-9]*\]: /vm: v4l2 out at start: /' \
+    || fail "no report of the missing output device"
+sub -C 1 -W 60 -t fusiond/vm/events -F '%p' > "$run/v4l2back.json" 2>/dev/null &
+events=$!
+sleep 1
+guest "modprobe v4l2loopback video_nr=10 card_label=fusiond exclusive_caps=1"
+wait $events || true
+grep -q '"event":"v4l2out_back"' "$run/v4l2back.json" || fail "no v4l2out_back event after loading v4l2loopback: $(cat "$run/v4l2back.json")"
+echo "vm: v4l2loopback loaded -> $(cat "$run/v4l2back.json")"
+guest "v4l2-ctl -d /dev/video10 --get-fmt-video | grep -E 'Width/Height|Pixel Format'" | sed 's/^ */vm: loopback format: /'
+guest "v4l2-ctl -d /dev/video10 --stream-mmap --stream-count=5 --stream-to=/mnt/share/loop.yuyv"
+sub -C 1 -W 120 -t fusiond/vm/frame > "$run/fused.jpg" || fail "no fused frame to compare with"
+"$FUSIOND_PYTHON" - "$share/loop.yuyv" "$run/fused.jpg" <<'PY' || fail "the loopback frames do not match the fused stream"
+import sys, cv2, numpy as np
+raw = np.fromfile(sys.argv[1], dtype=np.uint8)
+size = 640 * 480 * 2
+assert raw.size == 5 * size, f"{raw.size} bytes read from the loopback, want 5 YUYV 640x480 frames"
+loop = cv2.cvtColor(raw[-size:].reshape(480, 640, 2), cv2.COLOR_YUV2BGR_YUYV)
+fused = cv2.imread(sys.argv[2])
+diff = np.abs(loop.astype(int) - fused.astype(int)).mean()
+# The same picture up to YUYV's shared chroma, JPEG and vivid's moving clock.
+assert diff < 8, f"mean difference {diff:.1f} per channel"
+print(f"vm: 5 YUYV 640x480 frames read from /dev/video10; mean difference to a fused frame {diff:.2f} levels")
+PY
 
 show=$(guest "systemctl show fusiond -p Type -p ActiveState -p NRestarts")
 echo "$show" | grep -qx "Type=notify" || fail "$show"
