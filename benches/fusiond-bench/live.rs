@@ -6,6 +6,7 @@
 //! real daemon on an emulated 30 fps YUYV camera and reads its stats.
 
 use crate::broker::{subscribe, Mosquitto};
+use crate::figures::{cpu_seconds, Cols};
 use crate::outputs::Outputs;
 use anyhow::{anyhow, Context, Result};
 use fusiond::capture::{CaptureError, Frame, FrameSource};
@@ -100,26 +101,6 @@ impl FrameSource for YuyvCamera {
     }
 }
 
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rfind(')').map_or("", |i| &stat[i + 2..]);
-    // Fields 14 and 15 (utime, stime) are 11 and 12 after the command name.
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let field = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as f64;
-    (field(11) + field(12)) / hz
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn p95(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[((v.len() as f64 * 0.95).ceil() as usize).clamp(1, v.len()) - 1]
-}
-
 pub fn run(args: Args) -> Result<()> {
     let loader = args.models.loader()?;
     let fusion = FusionPipeline::new(
@@ -179,14 +160,11 @@ pub fn run(args: Args) -> Result<()> {
         // of the swap, to show what they add to the pixel work.
         // The fourth refines every face on a crop with no full detection
         // after the first frame: the cost of a frame between detections.
-        // "swap+outputs" adds the HTTP stream (one client reading) and the
-        // V4L2 output to the swap: what they cost the worker per frame.
-        let mut modes = vec![
-            ("detect", false, false),
-            ("swap", true, false),
-            ("swap+outputs", true, false),
-            ("swap+smooth", true, true),
-        ];
+        // The swap row alternates frames without and with the live outputs
+        // (the HTTP stream with one client reading, the V4L2 output): its
+        // "swap+outputs" row is what they add to the worker, paired frame
+        // by frame against the same drift of this shared machine.
+        let mut modes = vec![("detect", false, false), ("swap", true, false), ("swap+smooth", true, true)];
         if args.refine_size > 0 {
             modes.push(("swap+smooth+refine", true, true));
         }
@@ -202,10 +180,11 @@ pub fn run(args: Args) -> Result<()> {
             }
             let tracking = if smooth { SmoothSettings::default() } else { SmoothSettings::OFF };
             pipeline.set_tracking(tracking, StickySettings::default());
-            let with_outputs = mode == "swap+outputs";
-            let mut cols: [Vec<f64>; 7] = Default::default();
+            let paired = mode == "swap";
+            let mut cols: [Cols; 2] = Default::default();
             let mut faces = 0;
-            for i in 0..=args.runs {
+            for i in 0..=args.runs * if paired { 2 } else { 1 } {
+                let on = paired && i % 2 == 0;
                 let t0 = Instant::now();
                 yuyv_to_rgb(&yuyv, &mut rgb)?;
                 let t1 = Instant::now();
@@ -213,7 +192,7 @@ pub fn run(args: Args) -> Result<()> {
                 let t2 = Instant::now();
                 let jpeg = encode_jpeg(&rgb, 80).map_err(|e| anyhow!(e))?;
                 let t3 = Instant::now();
-                if with_outputs {
+                if on {
                     outputs.feed(Arc::new(jpeg.clone()), &rgb);
                 }
                 let t4 = Instant::now();
@@ -225,47 +204,30 @@ pub fn run(args: Args) -> Result<()> {
                 }
                 let ms = |d: Duration| d.as_secs_f64() * 1e3;
                 let inference = ms(report.timings.inference);
-                cols[0].push(ms(t1 - t0));
-                cols[1].push(inference);
-                cols[2].push(ms(t2 - t1) - inference);
-                cols[3].push(ms(t3 - t2));
-                cols[4].push(ms(t4 - t3));
-                cols[5].push(ms(arrived - t4));
-                cols[6].push(ms(arrived - t0));
+                let c = [t1 - t0, Duration::ZERO, t2 - t1, t3 - t2, t4 - t3, arrived - t4, arrived - t0].map(ms);
+                cols[usize::from(on)].push([c[0], inference, c[2] - inference, c[3], c[4], c[5], c[6]]);
             }
-            let mut non_inference: Vec<f64> =
-                (0..args.runs).map(|i| cols[0][i] + cols[2][i] + cols[3][i] + cols[4][i] + cols[5][i]).collect();
-            let e2e_p95 = p95(&mut cols[6].clone());
-            let m: Vec<f64> = cols.iter_mut().map(|c| median(c)).collect();
-            let non_infer = median(&mut non_inference);
-            json_rows.push(serde_json::json!({
-                "scenario": label, "faces": faces, "mode": mode, "yuyv": m[0], "inference": m[1],
-                "pixelwork": m[2], "jpeg": m[3], "outputs": m[4], "publish": m[5], "non_infer": non_infer,
-                "e2e": m[6], "e2e_p95": e2e_p95,
-            }));
-            println!(
-                "  {:<38} {:>7.2} {:>9.2} {:>9.2} {:>7.2} {:>7.2} {:>8.2} {:>9.2} {:>9.2} {:>8.2}",
-                format!("{label} ({faces} found), {mode}"),
-                m[0],
-                m[1],
-                m[2],
-                m[3],
-                m[4],
-                m[5],
-                non_infer,
-                m[6],
-                e2e_p95
-            );
+            let row = cols[0].report(&format!("{label} ({faces} found), {mode}"));
+            json_rows.push(serde_json::json!({"scenario": label, "faces": faces, "mode": mode, "ms": row}));
+            if paired {
+                let with = cols[1].report(&format!("{label} ({faces} found), swap+outputs"));
+                json_rows
+                    .push(serde_json::json!({"scenario": label, "faces": faces, "mode": "swap+outputs", "ms": with}));
+                let (off, on) = (row["non_infer"], with["non_infer"]);
+                println!("  {:<38} non-infer {:+.2} ms ({:.2}x)", "  outputs on vs off", on - off, on / off);
+            }
         }
     }
     println!("  pixelwork = letterbox, pack, decode, NMS, align, paste-back (pipeline time outside the engine)");
-    println!("  outputs = (swap+outputs rows) the frame handed to the V4L2 output and the JPEG to the HTTP stream");
+    println!("  outputs = the frame handed to the V4L2 output and the JPEG to the HTTP stream (swap+outputs rows:");
+    println!("            every other frame of the swap row, so both rows see the same drift)");
     println!("  non-infer = yuyv + pixelwork + jpeg + outputs + publish");
     let (written, replaced) = outputs.vcam_counts();
     println!(
-        "  outputs: V4L2 output on {}: {written} frames written, {replaced} replaced unwritten; \
-         the stream client read {} KB",
+        "  outputs: V4L2 output on {}: {written} frames written, {replaced} replaced unwritten \
+         (its RGB to YUYV conversion, on its own thread: {:.2} ms a frame); the stream client read {} KB",
         outputs.device,
+        Outputs::yuyv_ms(&rgb),
         outputs.streamed.load(std::sync::atomic::Ordering::Relaxed) / 1024
     );
     drop(outputs);

@@ -5,6 +5,7 @@
 //! They print figures; nothing here asserts a speed.
 
 mod broker;
+mod figures;
 mod live;
 mod models;
 mod outputs;

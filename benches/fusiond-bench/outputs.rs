@@ -102,6 +102,20 @@ impl Outputs {
         self.state.hub.publish(jpeg);
     }
 
+    /// Median time of the output thread's RGB to YUYV conversion of `rgb`.
+    pub fn yuyv_ms(rgb: &RgbImage) -> f64 {
+        let mut buf = Vec::new();
+        let mut t: Vec<f64> = (0..50)
+            .map(|_| {
+                let t0 = std::time::Instant::now();
+                rgb_to_yuyv_into(rgb, &mut buf);
+                t0.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        t.sort_by(f64::total_cmp);
+        t[t.len() / 2]
+    }
+
     /// Frames written to the device and replaced unwritten.
     pub fn vcam_counts(&self) -> (u64, u64) {
         (self.vcam.written.load(Ordering::Relaxed), self.vcam.dropped.load(Ordering::Relaxed))
