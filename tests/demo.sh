@@ -76,7 +76,7 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 sed 's/^/   daemon: /' "$out/fusiond.log"
-echo "== live view: http://127.0.0.1:$http_port/stream.mjpeg (health /api/health, metrics /metrics, /snapshot.jpg)"
+echo "== live page: http://127.0.0.1:$http_port/ (stream /stream.mjpeg, state /api/state, health /api/health, metrics /metrics)"
 
 echo "== mosquitto_sub -h 127.0.0.1 -p $port -t 'fusiond/demo/#' -v (for ${seconds}s; frames summarised)"
 mosquitto_sub -h 127.0.0.1 -p $port -C 1 -t fusiond/demo/frame > "$out/frame.jpg" &
