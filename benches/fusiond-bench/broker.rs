@@ -20,7 +20,7 @@ pub struct Mosquitto {
 impl Mosquitto {
     pub fn start() -> Result<Mosquitto> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let dir = super::live::tempfile_dir()?;
+        let dir = tempfile_dir()?;
         let conf = dir.join("mosquitto.conf");
         let text = format!(
             "user root\npersistence false\nmessage_size_limit 0\nlistener {port} 127.0.0.1\nallow_anonymous true\n"
@@ -70,4 +70,11 @@ pub fn subscribe(port: u16, filter: &str) -> Result<(Client, Receiver<Arrival>)>
         }
     });
     Ok((client, rx))
+}
+
+/// A scratch folder for this run (mosquitto's config, the daemon's files).
+pub fn tempfile_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("fusiond-bench-live-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
 }

@@ -5,7 +5,7 @@
 //! through a real broker); part two runs the
 //! real daemon on an emulated 30 fps YUYV camera and reads its stats.
 
-use crate::broker::{subscribe, Mosquitto};
+use crate::broker::{subscribe, tempfile_dir, Mosquitto};
 use crate::figures::{cpu_seconds, Cols};
 use crate::outputs::Outputs;
 use anyhow::{anyhow, Context, Result};
@@ -361,10 +361,4 @@ fn live(args: &Args, scenes: &[(&str, &RgbImage); 3], port: u16, names: &[String
     println!("  dropped = frames the camera delivered that were replaced before processing (newest frame wins)");
     println!("  latency = capture to the frame's outputs being queued for MQTT; cpu % of one core, whole process");
     Ok(())
-}
-
-pub fn tempfile_dir() -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("fusiond-bench-live-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }
