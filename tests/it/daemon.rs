@@ -329,13 +329,15 @@ fn a_camera_disconnect_is_reported_reconnected_and_frames_flow_again() {
     w.wait("available", *T, |m| m.payload == b"stopped");
 }
 
+/// Opt-in (`cargo test -- --ignored real_v4l2`, on a box with a camera):
+/// every capture node streams a frame, and at least one does. CI has no
+/// camera; the VM boot test streams from vivid through the units instead.
 #[test]
+#[ignore = "needs a real V4L2 capture device; run with --ignored on a box with a camera"]
 fn real_v4l2_devices_stream_frames_when_present() {
     let devices = fusiond::capture::V4l2Source::devices();
-    if devices.is_empty() {
-        eprintln!("SKIP real_v4l2: no /dev/video* on this machine (the VM boot test covers vivid)");
-        return;
-    }
+    assert!(!devices.is_empty(), "no /dev/video* on this machine");
+    let mut streamed = 0;
     for dev in devices {
         let settings = fusiond::config::CameraConfig {
             device: dev.clone(),
@@ -351,11 +353,13 @@ fn real_v4l2_devices_stream_frames_when_present() {
                 let mut frame = fusiond::capture::Frame::empty();
                 src.next_frame(&mut frame).unwrap_or_else(|e| panic!("{}: {e}", dev.display()));
                 assert!(frame.image.width() > 0);
+                streamed += 1;
             }
-            // Metadata nodes and non-capture devices refuse; that is fine.
+            // Metadata nodes and output devices refuse; that is fine.
             Err(e) => eprintln!("{}: not a usable capture node: {e}", dev.display()),
         }
     }
+    assert!(streamed > 0, "no /dev/video* node streamed a frame");
 }
 
 /// With no broker listening, the daemon still starts and warns once, saying

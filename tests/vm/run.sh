@@ -250,9 +250,15 @@ for _ in $(seq 120); do
     guest "systemctl show fusiond -p NRestarts" | grep -qx "NRestarts=2" && break
     sleep 1
 done
+restarts=$(guest "systemctl show fusiond -p NRestarts")
+[ "$restarts" = "NRestarts=2" ] || fail "no watchdog restart within 120 s: $restarts"
 guest "journalctl -u fusiond --no-pager | grep -i 'watchdog timeout'" | tail -1 | sed 's/^/vm: /' \
-    || fail "no watchdog restart"
+    || fail "the journal has no watchdog timeout"
 wait_available online
 echo "vm: stalled pipeline -> watchdog restart (NRestarts=2), online again"
-guest "journalctl -u fusiond -o verbose --no-pager -n 200 | grep -m1 -E '^ +PRIORITY='" | sed 's/^/vm: journald fields: /'
+# A known warning's journal record carries its priority and source file.
+record=$(guest "journalctl -u fusiond -o verbose --no-pager | awk '/^[^ ]/ { if (e ~ /MESSAGE=cannot open V4L2 output/) { print e; exit } e = \"\" } { e = e \"\\n\" \$0 }' | grep -E '^ *(PRIORITY|CODE_FILE|THREAD)='")
+echo "$record" | grep -qx ' *PRIORITY=4' || fail "the missing-output warning is not PRIORITY=4: $record"
+echo "$record" | grep -qx ' *CODE_FILE=src/vcam/mod.rs' || fail "the warning names no CODE_FILE: $record"
+echo "vm: journald fields of the missing-output warning:" $record
 echo "vm: ok"
