@@ -10,7 +10,7 @@ use super::settings::{limits, restart_needed, WorkerConfig};
 use super::stages::Identifier;
 use super::Signals;
 use crate::config::Config;
-use crate::control::{self, Control, Effect, Incoming};
+use crate::control::{self, Control, Effect, Inbox, Incoming};
 use crate::face::{largest_identity, Embedding};
 use crate::http::HttpState;
 use crate::infer::Engines;
@@ -20,7 +20,6 @@ use crate::store::{Store, TierModels};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -290,24 +289,20 @@ impl ControlLoop<'_> {
 
     /// Commands, signals and stats until `signals.stop`, the command
     /// channel closing, or the worker ending; says whether the worker ended.
-    pub fn serve(&mut self, commands: &Receiver<Incoming>, worker: &JoinHandle<Result<(), String>>) -> bool {
+    pub fn serve(&mut self, inbox: &Inbox, worker: &JoinHandle<Result<(), String>>) -> bool {
         let mut next_stats = Instant::now() + self.stats_interval.min(Duration::from_secs(2));
         while !self.signals.stop.load(Ordering::Relaxed) {
-            match commands.recv_timeout(Duration::from_millis(100)) {
-                Ok(Incoming { feature, payload, reply }) => {
-                    let effects = self.control.handle(&feature, &payload);
-                    let refused = control::refusal(&effects);
-                    self.refused = None;
-                    self.apply(effects);
-                    // The verdict comes once the command is applied, so a
-                    // client that reads the state next sees it; a refusal
-                    // found while applying (a photo without a face) counts.
-                    if let Some(reply) = reply {
-                        let _ = reply.try_send(refused.or(self.refused.take()).map_or(Ok(()), Err));
-                    }
+            if let Some(Incoming { feature, payload, reply }) = inbox.recv_timeout(Duration::from_millis(100)) {
+                let effects = self.control.handle(&feature, &payload);
+                let refused = control::refusal(&effects);
+                self.refused = None;
+                self.apply(effects);
+                // The verdict comes once the command is applied, so a
+                // client that reads the state next sees it; a refusal
+                // found while applying (a photo without a face) counts.
+                if let Some(reply) = reply {
+                    let _ = reply.try_send(refused.or(self.refused.take()).map_or(Ok(()), Err));
                 }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
             }
             if self.signals.reload.swap(false, Ordering::Relaxed) {
                 log::info!("SIGHUP: rereading {}", self.config_path.display());

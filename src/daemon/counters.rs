@@ -5,11 +5,12 @@ use super::camera::CaptureCounters;
 use super::mailbox::Mailbox;
 use super::stats::{Rate, WorkerStats};
 use crate::capture::LatestFrame;
+use crate::control::Inbox;
 use crate::http::FrameHub;
 use crate::mqtt::{ModelStats, Outbox, StatsMessage};
 use crate::store::TierModels;
 use crate::vcam::Vcam;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,7 +20,7 @@ pub struct Counters {
     pub latest: Arc<LatestFrame>,
     pub worker: Arc<Mutex<WorkerStats>>,
     pub mailbox: Arc<Mailbox>,
-    pub dropped_commands: Arc<AtomicU64>,
+    pub inbox: Arc<Inbox>,
     pub hub: Arc<FrameHub>,
     /// The V4L2 output's hand-off, when `output.v4l2.enabled`.
     pub vcam: Option<Arc<Vcam>>,
@@ -32,7 +33,7 @@ impl Counters {
         started: Instant,
         latest: Arc<LatestFrame>,
         mailbox: Arc<Mailbox>,
-        dropped: Arc<AtomicU64>,
+        inbox: Arc<Inbox>,
         hub: Arc<FrameHub>,
         vcam: Option<Arc<Vcam>>,
     ) -> Self {
@@ -42,7 +43,7 @@ impl Counters {
             latest,
             worker: Arc::default(),
             mailbox,
-            dropped_commands: dropped,
+            inbox,
             hub,
             vcam,
             capture_rate: Rate::default(),
@@ -73,7 +74,8 @@ impl Counters {
             dropped_frames: self.latest.dropped(),
             dropped_publish_frames: c.dropped_frames.load(Ordering::Relaxed),
             dropped_messages: c.dropped_messages.load(Ordering::Relaxed),
-            dropped_commands: self.dropped_commands.load(Ordering::Relaxed),
+            dropped_commands: self.inbox.busy(),
+            coalesced_commands: self.inbox.coalesced(),
             coalesced_settings: self.mailbox.coalesced(),
             mqtt_connects: c.connects.load(Ordering::Relaxed),
             http_dropped_frames: self.hub.counters.dropped_frames.load(Ordering::Relaxed),

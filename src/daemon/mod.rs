@@ -36,7 +36,7 @@ pub use stages::fusion_pipeline;
 use crate::capture::LatestFrame;
 use crate::config::Config;
 use crate::control::Control;
-use crate::control::Incoming;
+use crate::control::{Inbox, Incoming};
 use crate::face::SelectorMode;
 use crate::http::wire::Limits;
 use crate::http::{Choices, HttpSettings, HttpState, Options, Server};
@@ -52,14 +52,14 @@ use counters::Counters;
 use mailbox::Mailbox;
 use stages::Identifier;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use worker::Worker;
 
-/// Commands waiting for the control loop; more are dropped (and counted).
+/// Cheap commands waiting for the control loop (besides one reload and one
+/// source); more are refused as busy, on `error`.
 const COMMAND_QUEUE: usize = 64;
 
 /// Process-level flags the daemon obeys (set from signal handlers).
@@ -75,8 +75,8 @@ struct Session<'a> {
     config_path: &'a Path,
     settings: DaemonSettings,
     outbox: Arc<Outbox>,
-    commands: Receiver<Incoming>,
-    dropped_commands: Arc<AtomicU64>,
+    /// Commands from MQTT and HTTP, for the control loop.
+    inbox: Arc<Inbox>,
     signals: &'a Signals<'a>,
     notifier: Notifier,
     started: Instant,
@@ -100,19 +100,17 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
     let topics = settings.topics.clone();
     let outbox = Arc::new(Outbox::new(settings.queue_messages));
     outbox.push(Message::retained(topics.available(), "starting"));
-    let (cmd_tx, commands) = sync_channel::<Incoming>(COMMAND_QUEUE);
+    let (errors, error_topics) = (outbox.clone(), topics.clone());
+    let inbox = Arc::new(Inbox::new(COMMAND_QUEUE, Box::new(move |e| errors.push(e.message(&error_topics)))));
     let http = Arc::new(HttpState::new(config.http.stream_fps, config.pipeline.max_source_bytes));
-    http.set_commands(cmd_tx.clone());
+    http.set_commands(inbox.clone());
     http.set_choices(Choices {
         quality: config.tier.iter().map(|t| t.name.clone()).collect(),
         selector: SelectorMode::ALL.iter().map(|m| m.as_str().to_string()).collect(),
     });
-    let dropped_commands = Arc::new(AtomicU64::new(0));
-    let dropped = dropped_commands.clone();
+    let commands = inbox.clone();
     let link = Link::start(&settings.link, topics.clone(), outbox.clone(), move |feature, payload| {
-        if cmd_tx.try_send(Incoming { feature: feature.to_string(), payload, reply: None }).is_err() {
-            dropped.fetch_add(1, Ordering::Relaxed);
-        }
+        commands.submit(Incoming { feature: feature.to_string(), payload, reply: None });
     })
     .map_err(|e| anyhow!("mqtt: {e}"))?;
     log::info!("mqtt: topics under {}/, broker {}:{}", topics.base(), settings.link.host, settings.link.port);
@@ -123,8 +121,7 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
         config_path,
         settings,
         outbox: outbox.clone(),
-        commands,
-        dropped_commands,
+        inbox,
         signals,
         notifier,
         started,
@@ -171,7 +168,7 @@ fn run_connected(s: Session, config: Config, open_camera: SourceFactory) -> Resu
     wait_for_first_frame(&s, &ctl, &worker);
     announce_ready(&s, &ctl, degraded.as_deref());
     ctl.store.preload_next(&ctl.models.tier);
-    let worker_ended = ctl.serve(&s.commands, &worker);
+    let worker_ended = ctl.serve(&s.inbox, &worker);
     s.notifier.stopping();
     log::info!("stopping: closing the camera and draining the pipeline");
     stop_capture.store(true, Ordering::Relaxed);
@@ -222,7 +219,7 @@ fn start<'a>(s: &Session<'a>, config: Config, latest: Arc<LatestFrame>) -> Resul
             s.started,
             latest,
             mailbox.clone(),
-            s.dropped_commands.clone(),
+            s.inbox.clone(),
             s.http.hub.clone(),
             s.vcam.clone(),
         ),

@@ -56,7 +56,8 @@ fn counters(o: &mut Out, s: &StatsMessage) {
         ("dropped_frames_total", "Camera frames replaced before processing (newest wins).", s.dropped_frames),
         ("mqtt_dropped_frames_total", "Frames the MQTT session dropped.", s.dropped_publish_frames),
         ("mqtt_dropped_messages_total", "Messages the MQTT queue dropped.", s.dropped_messages),
-        ("dropped_commands_total", "Commands dropped because the queue was full.", s.dropped_commands),
+        ("dropped_commands_total", "Commands refused as busy (queue full), each answered.", s.dropped_commands),
+        ("coalesced_commands_total", "Waiting reload/source commands a newer one replaced.", s.coalesced_commands),
         ("mqtt_connects_total", "MQTT (re)connections.", s.mqtt_connects),
         ("v4l2_frames_written_total", "Fused frames written to the V4L2 output.", s.v4l2_frames_written),
         ("v4l2_dropped_frames_total", "Fused frames the V4L2 output replaced unwritten.", s.v4l2_dropped_frames),
@@ -143,6 +144,7 @@ mod tests {
             http_dropped_frames: 0,
             http_stream_clients: 0,
             v4l2_output: "off",
+            coalesced_commands: 0,
             v4l2_frames_written: 0,
             v4l2_dropped_frames: 0,
             latency_ms: LatencyReport {

@@ -17,10 +17,10 @@ pub use routes::{route, Route};
 pub use server::{Options, Server};
 pub use settings::HttpSettings;
 
-use crate::control::Incoming;
+use crate::control::{Inbox, Incoming};
 use crate::mqtt::{CommandError, StatsMessage};
 use std::collections::BTreeMap;
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,8 +29,8 @@ use std::time::Duration;
 pub struct HttpState {
     pub hub: Arc<FrameHub>,
     status: Mutex<Status>,
-    /// The control loop's command queue, shared with MQTT.
-    commands: Mutex<Option<SyncSender<Incoming>>>,
+    /// The control loop's command inbox, shared with MQTT.
+    commands: Mutex<Option<Arc<Inbox>>>,
     /// Largest command body (`pipeline.max_source_bytes`: a source image).
     pub max_body: usize,
 }
@@ -99,7 +99,7 @@ impl HttpState {
         }
     }
 
-    pub fn set_commands(&self, commands: SyncSender<Incoming>) {
+    pub fn set_commands(&self, commands: Arc<Inbox>) {
         *self.commands.lock().unwrap_or_else(|p| p.into_inner()) = Some(commands);
     }
 
@@ -137,7 +137,7 @@ impl HttpState {
         };
         let (reply, verdict) = sync_channel(1);
         let incoming = Incoming { feature: feature.to_string(), payload: payload.into(), reply: Some(reply) };
-        if tx.try_send(incoming).is_err() {
+        if !tx.submit(incoming) {
             return CommandOutcome::Busy;
         }
         match verdict.recv_timeout(wait) {

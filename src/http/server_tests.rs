@@ -1,9 +1,8 @@
 //! The server on a real loopback socket, under hostile clients.
 
 use super::*;
-use crate::control::Incoming;
+use crate::control::Inbox;
 use std::io::Read;
-use std::sync::mpsc::sync_channel;
 use std::time::Instant;
 
 fn server(max_clients: usize, token: Option<&str>) -> (Server, Arc<HttpState>) {
@@ -79,8 +78,8 @@ fn slow_clients_hold_their_slots_only_until_the_head_deadline_and_extra_ones_get
 #[test]
 fn oversized_malformed_and_misdirected_requests_get_an_answer_and_reach_nothing() {
     let (server, state) = server(4, None);
-    let (tx, rx) = sync_channel::<Incoming>(4);
-    state.set_commands(tx);
+    let inbox = Arc::new(Inbox::new(4, Box::new(|_| {})));
+    state.set_commands(inbox.clone());
     let before = state.state();
     let huge = format!("GET / HTTP/1.1\r\nCookie: {}\r\n\r\n", "a".repeat(9000));
     let cases: [(&[u8], u16); 7] = [
@@ -98,7 +97,7 @@ fn oversized_malformed_and_misdirected_requests_get_an_answer_and_reach_nothing(
         let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|_| panic!("JSON: {body}"));
         assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{body}");
     }
-    assert!(rx.try_recv().is_err(), "no command reached the control loop");
+    assert!(inbox.recv_timeout(Duration::ZERO).is_none(), "no command reached the control loop");
     assert_eq!(state.state(), before);
 }
 
@@ -106,15 +105,14 @@ fn oversized_malformed_and_misdirected_requests_get_an_answer_and_reach_nothing(
 fn with_a_token_a_command_needs_it_and_reads_do_not() {
     let token = "0123456789abcdef-token";
     let (server, state) = server(4, Some(token));
-    let (tx, rx) = sync_channel::<Incoming>(4);
-    state.set_commands(tx);
-    // The control loop's side: takes every command.
+    let inbox = Arc::new(Inbox::new(4, Box::new(|_| {})));
+    state.set_commands(inbox.clone());
+    // The control loop's side: takes the first command that arrives.
+    let i = inbox.clone();
     let control = std::thread::spawn(move || {
-        let got: Vec<_> = rx.iter().take(1).collect();
-        for c in &got {
-            let _ = c.reply.as_ref().map(|r| r.send(Ok(())));
-        }
-        got.into_iter().map(|c| (c.feature, c.payload.to_vec())).collect::<Vec<_>>()
+        let c = i.recv_timeout(Duration::from_secs(30)).expect("a command");
+        let _ = c.reply.as_ref().map(|r| r.send(Ok(())));
+        (c.feature, c.payload.to_vec())
     });
     let post = |auth: &str| {
         let raw = format!("POST /api/enabled HTTP/1.1\r\n{auth}Content-Length: 3\r\n\r\nOFF");
@@ -128,5 +126,6 @@ fn with_a_token_a_command_needs_it_and_reads_do_not() {
     assert_eq!(ask(server.addr, b"GET /api/state HTTP/1.1\r\n\r\n").0, 200);
     let (status, body) = post(&format!("Authorization: Bearer {token}\r\n"));
     assert_eq!(status, 200, "{body}");
-    assert_eq!(control.join().unwrap(), vec![("enabled".to_string(), b"OFF".to_vec())], "only the authorised one");
+    assert_eq!(control.join().unwrap(), ("enabled".to_string(), b"OFF".to_vec()), "the authorised one");
+    assert!(inbox.recv_timeout(Duration::ZERO).is_none(), "and no other");
 }

@@ -200,7 +200,12 @@ pub struct StatsMessage {
     pub dropped_frames: u64,
     pub dropped_publish_frames: u64,
     pub dropped_messages: u64,
+    /// Commands refused as busy because the queue was full (each answered
+    /// on `error`).
     pub dropped_commands: u64,
+    /// `reload` and `source` commands a newer one replaced while waiting
+    /// (each answered on `error`).
+    pub coalesced_commands: u64,
     /// Settings the worker had to coalesce (a newer one replaced one not yet
     /// applied).
     pub coalesced_settings: u64,

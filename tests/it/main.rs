@@ -11,6 +11,7 @@ mod discovery;
 #[cfg(feature = "ort")]
 mod engines;
 mod face_core;
+mod flood;
 mod harness;
 mod http;
 mod int8;

@@ -2,6 +2,10 @@
 //! retained states to publish and the actions for the pipeline out. A
 //! refused command changes nothing and yields only an error.
 
+mod inbox;
+
+pub use inbox::Inbox;
+
 use crate::face::{Blend, ColorTransfer, FaceOrder, MaskSettings, SelectorMode};
 use crate::mqtt::{parse, Command, CommandError, CommandLimits, SourceCommand};
 use std::sync::mpsc::SyncSender;
@@ -32,8 +36,8 @@ pub struct Settings {
     pub source: Option<String>,
 }
 
-/// A command on its way to the control loop, from MQTT or HTTP: both go
-/// through [`Control::handle`]. HTTP waits on `reply` for whether it was
+/// A command on its way to the control loop, from MQTT or HTTP through the
+/// one [`Inbox`]: both go through [`Control::handle`]. HTTP waits on `reply` for whether it was
 /// refused (the same reason `<base>/error` carries) or taken.
 pub struct Incoming {
     pub feature: String,
