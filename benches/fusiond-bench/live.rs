@@ -129,7 +129,7 @@ pub fn run(args: Args) -> Result<()> {
         client_id: "bench-publisher".into(),
         keep_alive: Duration::from_secs(15),
         credentials: None,
-        tls_ca: None,
+        tls: None,
         max_incoming: 1 << 20,
         reconnect_max: Duration::from_secs(1),
         client_queue: 16,

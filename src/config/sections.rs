@@ -160,6 +160,12 @@ pub struct MqttConfig {
     pub tls: bool,
     /// PEM CA bundle for TLS; unset uses the system's roots.
     pub ca_file: Option<PathBuf>,
+    /// Mutual TLS: the box's certificate (PEM, then any intermediates).
+    pub cert_file: Option<PathBuf>,
+    /// Mutual TLS: the certificate's private key (PEM). A bare file name is
+    /// looked up in $CREDENTIALS_DIRECTORY first (LoadCredential=, or
+    /// LoadCredentialEncrypted= on boxes with a TPM).
+    pub key_file: Option<String>,
     pub keep_alive_s: u64,
     /// Longest wait between reconnect attempts (the backoff doubles up to it).
     pub reconnect_max_s: u64,
@@ -184,6 +190,8 @@ impl Default for MqttConfig {
             password_file: None,
             tls: false,
             ca_file: None,
+            cert_file: None,
+            key_file: None,
             keep_alive_s: 15,
             reconnect_max_s: 5,
             queue_messages: 256,
@@ -202,9 +210,17 @@ impl MqttConfig {
             ("username", self.username.as_deref()),
             ("password_file", self.password_file.as_deref()),
             ("ca_file", self.ca_file.as_deref().and_then(|p| p.to_str())),
+            ("cert_file", self.cert_file.as_deref().and_then(|p| p.to_str())),
+            ("key_file", self.key_file.as_deref()),
         ];
         if let Some((key, _)) = empty.iter().find(|(_, v)| v.is_some_and(str::is_empty)) {
             return bad(format!("mqtt.{key} is empty; leave the key out for its default"));
+        }
+        match (&self.cert_file, &self.key_file, self.tls) {
+            (Some(_), None, _) => return bad("mqtt.cert_file needs mqtt.key_file, the certificate's private key"),
+            (None, Some(_), _) => return bad("mqtt.key_file needs mqtt.cert_file, the certificate it belongs to"),
+            (Some(_), Some(_), false) => return bad("mqtt.cert_file and key_file are for TLS: set mqtt.tls = true"),
+            _ => {}
         }
         crate::mqtt::Topics::new(&self.prefix, self.device_id.as_deref().unwrap_or("x")).map_err(|e| e.to_string())?;
         crate::mqtt::Topics::new(&self.discovery_prefix, "x")

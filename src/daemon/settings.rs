@@ -8,7 +8,7 @@ use crate::capture::{FrameSource, SequenceSource, V4l2Source};
 use crate::config::{CameraConfig, Config, SourceKind};
 use crate::control;
 use crate::face::{MaskSettings, SelectorMode, SmoothSettings, StickySettings};
-use crate::mqtt::{discovery, CommandLimits, LinkSettings, Message, Topics};
+use crate::mqtt::{discovery, ClientIdentity, CommandLimits, LinkSettings, Message, TlsSettings, Topics};
 use anyhow::{anyhow, Context, Result};
 use std::time::Duration;
 
@@ -187,6 +187,23 @@ fn discovery_message(config: &Config, device_id: &str, topics: &Topics) -> Messa
     discovery::announce(&input, topics)
 }
 
+/// The TLS files `mqtt` names, read now so that a missing one stops the
+/// start with its name.
+fn tls_settings(m: &crate::config::MqttConfig) -> Result<TlsSettings> {
+    let read = |key: &str, p: &std::path::Path| {
+        std::fs::read(p).with_context(|| format!("mqtt.{key} {}: cannot read it; check the path", p.display()))
+    };
+    let ca = m.ca_file.as_deref().map(|p| read("ca_file", p)).transpose()?;
+    let client = match (&m.cert_file, &m.key_file) {
+        (Some(cert), Some(key)) => Some(ClientIdentity {
+            chain: read("cert_file", cert)?,
+            key: crate::credential::read("mqtt.key_file", key).map_err(|e| anyhow!(e))?.into_bytes(),
+        }),
+        _ => None,
+    };
+    Ok(TlsSettings { ca, client })
+}
+
 /// The session the config asks for; without `mqtt.host` it is the box's
 /// own broker on 127.0.0.1.
 fn link_settings(config: &Config, device_id: &str) -> Result<LinkSettings> {
@@ -199,18 +216,14 @@ fn link_settings(config: &Config, device_id: &str) -> Result<LinkSettings> {
             crate::credential::read("mqtt.password_file", file).map_err(|e| anyhow!(e))?,
         )),
     };
-    let tls_ca = match (m.tls, &m.ca_file) {
-        (false, _) => None,
-        (true, None) => Some(Vec::new()),
-        (true, Some(ca)) => Some(std::fs::read(ca).with_context(|| format!("mqtt.ca_file {}", ca.display()))?),
-    };
+    let tls = if m.tls { Some(tls_settings(m)?) } else { None };
     Ok(LinkSettings {
         host: m.host.clone().unwrap_or_else(|| "127.0.0.1".into()),
         port: m.port,
         client_id: m.client_id.clone().unwrap_or_else(|| format!("fusiond-{device_id}")),
         keep_alive: Duration::from_secs(m.keep_alive_s),
         credentials,
-        tls_ca,
+        tls,
         // Twice the image limit: an oversized source image still arrives and
         // is refused with a reason, instead of cutting the connection.
         max_incoming: config.pipeline.max_source_bytes.saturating_mul(2).saturating_add(64 * 1024),

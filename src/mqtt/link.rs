@@ -1,157 +1,21 @@
-//! The MQTT session: one bounded outbox that producers push into without
-//! ever blocking, a publisher thread that owns the rumqttc client, and a
-//! connection thread that drives rumqttc's event loop with reconnect backoff.
+//! The MQTT session: a publisher thread that owns the rumqttc client and
+//! drains the [`Outbox`], and a connection thread that drives rumqttc's
+//! event loop with reconnect backoff.
 //!
 //! Every retained message is remembered, so on each (re)connect the
 //! publisher resubscribes, republishes the retained states and then the
 //! availability (`online`, or `starting` while models still warm).
 
+use super::outbox::{Next, Outbox};
+use super::tls::{client_config, TlsSettings};
 use super::Topics;
 use bytes::Bytes;
 use rumqttc::{Client, Event, LastWill, MqttOptions, Packet, QoS, TlsConfiguration, Transport};
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// One message to publish.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Message {
-    pub topic: String,
-    pub payload: Vec<u8>,
-    pub qos: QoS,
-    pub retain: bool,
-}
-
-impl Message {
-    /// QoS 1, not retained: events, errors, stats, faces.
-    pub fn event(topic: String, payload: impl Into<Vec<u8>>) -> Message {
-        Message { topic, payload: payload.into(), qos: QoS::AtLeastOnce, retain: false }
-    }
-
-    /// QoS 0, not retained: per-frame messages that the next one replaces.
-    pub fn volatile(topic: String, payload: impl Into<Vec<u8>>) -> Message {
-        Message { topic, payload: payload.into(), qos: QoS::AtMostOnce, retain: false }
-    }
-
-    /// QoS 1, retained: states and availability.
-    pub fn retained(topic: String, payload: impl Into<Vec<u8>>) -> Message {
-        Message { topic, payload: payload.into(), qos: QoS::AtLeastOnce, retain: true }
-    }
-}
-
-enum Next {
-    Connected,
-    Message(Message),
-    Frame(Message),
-    Closed,
-}
-
-#[derive(Default)]
-struct Lanes {
-    messages: VecDeque<Message>,
-    /// Only the newest frame waits; an older one is dropped.
-    frame: Option<Message>,
-    connected: bool,
-    closed: bool,
-}
-
-/// Counters of what the session dropped or did.
-#[derive(Debug, Default)]
-pub struct LinkCounters {
-    pub dropped_frames: AtomicU64,
-    pub dropped_messages: AtomicU64,
-    pub connects: AtomicU64,
-    pub connected: AtomicBool,
-}
-
-/// The bounded queue between the daemon and the publisher. Pushing never
-/// blocks: a full queue drops the oldest message, and a frame waiting when
-/// the next arrives is dropped.
-pub struct Outbox {
-    lanes: Mutex<Lanes>,
-    ready: Condvar,
-    capacity: usize,
-    pub counters: LinkCounters,
-}
-
-impl Outbox {
-    pub fn new(capacity: usize) -> Outbox {
-        Outbox {
-            lanes: Mutex::default(),
-            ready: Condvar::new(),
-            capacity: capacity.max(1),
-            counters: Default::default(),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Lanes> {
-        self.lanes.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn push(&self, message: Message) {
-        let mut l = self.lock();
-        if l.messages.len() >= self.capacity {
-            l.messages.pop_front();
-            self.counters.dropped_messages.fetch_add(1, Ordering::Relaxed);
-        }
-        l.messages.push_back(message);
-        drop(l);
-        self.ready.notify_one();
-    }
-
-    /// Queues a frame (QoS 0), replacing one still waiting.
-    pub fn push_frame(&self, topic: String, jpeg: Vec<u8>) {
-        let m = Message::volatile(topic, jpeg);
-        if self.lock().frame.replace(m).is_some() {
-            self.counters.dropped_frames.fetch_add(1, Ordering::Relaxed);
-        }
-        self.ready.notify_one();
-    }
-
-    /// Makes the publisher resubscribe and republish every retained
-    /// message, as after a reconnect.
-    pub(super) fn connected(&self) {
-        self.lock().connected = true;
-        self.ready.notify_one();
-    }
-
-    /// Lets the publisher finish what is queued and stop.
-    pub fn close(&self) {
-        self.lock().closed = true;
-        self.ready.notify_all();
-    }
-
-    /// Messages queued, frames not counted.
-    pub fn len(&self) -> usize {
-        self.lock().messages.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The reconnect marker first, then messages in order, then the frame.
-    fn next(&self) -> Next {
-        let mut l = self.lock();
-        loop {
-            if std::mem::take(&mut l.connected) {
-                return Next::Connected;
-            }
-            if let Some(m) = l.messages.pop_front() {
-                return Next::Message(m);
-            }
-            if let Some(f) = l.frame.take() {
-                return Next::Frame(f);
-            }
-            if l.closed {
-                return Next::Closed;
-            }
-            l = self.ready.wait(l).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-}
 
 /// Connection settings, resolved from the config.
 #[derive(Debug, Clone)]
@@ -161,8 +25,8 @@ pub struct LinkSettings {
     pub client_id: String,
     pub keep_alive: Duration,
     pub credentials: Option<(String, String)>,
-    /// TLS trust anchors (PEM); `Some(empty)` uses the system's roots.
-    pub tls_ca: Option<Vec<u8>>,
+    /// TLS (trust anchors, and a client certificate for mutual TLS).
+    pub tls: Option<TlsSettings>,
     /// Largest incoming packet (commands carry source images).
     pub max_incoming: usize,
     pub reconnect_max: Duration,
@@ -181,19 +45,6 @@ pub struct Link {
     stop: Arc<AtomicBool>,
     publisher: Option<JoinHandle<()>>,
     connection: Option<JoinHandle<()>>,
-}
-
-fn tls_config(ca: &[u8]) -> Result<TlsConfiguration, String> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    if ca.is_empty() {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in rustls_native_certs::load_native_certs().certs {
-            let _ = roots.add(cert);
-        }
-        let config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
-        return Ok(TlsConfiguration::Rustls(Arc::new(config)));
-    }
-    Ok(TlsConfiguration::Simple { ca: ca.to_vec(), alpn: None, client_auth: None })
 }
 
 impl Link {
@@ -216,8 +67,9 @@ impl Link {
         if let Some((user, pass)) = &settings.credentials {
             options.set_credentials(user, pass);
         }
-        if let Some(ca) = &settings.tls_ca {
-            options.set_transport(Transport::tls_with_config(tls_config(ca)?));
+        if let Some(tls) = &settings.tls {
+            let config = client_config(tls).map_err(|e| e.to_string())?;
+            options.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(config)));
         }
         let (client, mut connection) = Client::new(options, settings.client_queue.max(8));
         let stop = Arc::new(AtomicBool::new(false));
@@ -238,6 +90,7 @@ impl Link {
             ha_status,
             endpoint: format!("{}:{}", settings.host, settings.port),
             reconnect_max: settings.reconnect_max,
+            tls: settings.tls.is_some(),
         };
         let connection = std::thread::Builder::new()
             .name("mqtt-connection".into())
@@ -272,6 +125,8 @@ struct Driver {
     ha_status: Option<String>,
     endpoint: String,
     reconnect_max: Duration,
+    /// The session runs over TLS (its failures point at the TLS files).
+    tls: bool,
 }
 
 impl Driver {
@@ -302,12 +157,8 @@ impl Driver {
                         break;
                     }
                     if !std::mem::replace(&mut warned, true) {
-                        log::warn!(
-                            "no MQTT broker at {} ({e}): install mosquitto or set mqtt.host; \
-                             retrying with backoff up to {:?}",
-                            self.endpoint,
-                            self.reconnect_max
-                        );
+                        let what = describe(&e, &self.endpoint, self.tls);
+                        log::warn!("{what}; retrying with backoff up to {:?}", self.reconnect_max);
                     }
                     sleep_unless(&self.stop, backoff);
                     if self.stopping() {
@@ -321,6 +172,33 @@ impl Driver {
 
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// What a failed connection means and what to do about it. A broker that
+/// refuses the box's certificate shows up as a TLS alert or a reset right
+/// after the handshake, so with TLS on those point at the TLS files.
+fn describe(e: &rumqttc::ConnectionError, endpoint: &str, tls: bool) -> String {
+    use rumqttc::ConnectionError as E;
+    let text = e.to_string();
+    let tls_trouble = tls
+        && (matches!(e, E::Tls(_))
+            || ["alert", "certificate", "handshake", "reset", "closed"]
+                .iter()
+                .any(|w| text.to_lowercase().contains(w)));
+    match e {
+        E::ConnectionRefused(code) => format!(
+            "the MQTT broker at {endpoint} refused the connection ({code:?}): check mqtt.username and \
+             mqtt.password_file"
+        ),
+        _ if tls_trouble => format!(
+            "the TLS session with the MQTT broker at {endpoint} failed ({e}): check mqtt.ca_file against the \
+             broker's certificate, and mqtt.cert_file and mqtt.key_file against the CA the broker requires"
+        ),
+        E::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
+            format!("no MQTT broker at {endpoint} ({e}): install mosquitto or set mqtt.host")
+        }
+        _ => format!("the MQTT connection to {endpoint} failed ({e})"),
     }
 }
 
@@ -390,32 +268,16 @@ fn publish_loop(client: &Client, outbox: &Outbox, topics: &Topics, subscriptions
 mod tests {
     use super::*;
 
-    fn msg(n: u8) -> Message {
-        Message::event("t".into(), vec![n])
-    }
-
     #[test]
-    fn a_full_outbox_drops_the_oldest_message_and_never_blocks() {
-        let o = Outbox::new(2);
-        for n in 0..5 {
-            o.push(msg(n));
-        }
-        assert_eq!(o.counters.dropped_messages.load(Ordering::Relaxed), 3);
-        assert!(matches!(o.next(), Next::Message(m) if m.payload == [3]));
-    }
-
-    #[test]
-    fn messages_go_before_frames_and_only_the_newest_frame_waits() {
-        let o = Outbox::new(8);
-        o.push_frame("f".into(), vec![1]);
-        o.push_frame("f".into(), vec![2]);
-        o.push(msg(9));
-        o.connected();
-        assert!(matches!(o.next(), Next::Connected));
-        assert!(matches!(o.next(), Next::Message(m) if m.payload == [9]));
-        assert!(matches!(o.next(), Next::Frame(f) if f.payload == [2]));
-        assert_eq!(o.counters.dropped_frames.load(Ordering::Relaxed), 1);
-        o.close();
-        assert!(matches!(o.next(), Next::Closed));
+    fn a_failed_connection_says_what_to_check() {
+        use rumqttc::ConnectionError as E;
+        let io = |kind, text: &str| E::Io(std::io::Error::new(kind, text.to_string()));
+        let refused = io(std::io::ErrorKind::ConnectionRefused, "refused");
+        assert!(describe(&refused, "127.0.0.1:1883", false).starts_with("no MQTT broker at 127.0.0.1:1883"));
+        let alert = io(std::io::ErrorKind::InvalidData, "received fatal alert: UnknownCA");
+        let hint = describe(&alert, "b:8883", true);
+        assert!(hint.contains("TLS") && hint.contains("mqtt.cert_file"), "{hint}");
+        let auth = E::ConnectionRefused(rumqttc::ConnectReturnCode::NotAuthorized);
+        assert!(describe(&auth, "b:1883", false).contains("mqtt.password_file"));
     }
 }

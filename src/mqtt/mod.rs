@@ -7,12 +7,16 @@
 pub mod command;
 pub mod discovery;
 pub mod link;
+mod outbox;
 pub mod payload;
+mod tls;
 pub mod topics;
 
 pub use command::{parse, Command, CommandError, CommandLimits, SourceCommand};
-pub use link::{Link, LinkSettings, Message, Outbox};
+pub use link::{Link, LinkSettings};
+pub use outbox::{LinkCounters, Message, Outbox};
 pub use payload::{
     Event, FaceOut, FacesMessage, LatencyReport, ModelStats, SourceState, Stage, StatsMessage, TimingsOut,
 };
+pub use tls::{ClientIdentity, TlsError, TlsSettings};
 pub use topics::{TopicError, Topics};

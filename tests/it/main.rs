@@ -15,6 +15,7 @@ mod flood;
 mod harness;
 mod http;
 mod int8;
+mod mtls;
 mod stability;
 mod store;
 mod systemd;
