@@ -14,6 +14,9 @@ models whose behaviour is known in closed form:
                           the graph can be checked against NumPy.
   identity_enhancer_512   gfpgan contract at 512; output = input (in the
                           model's [-1, 1] space).
+  inverting_enhancer_512  gfpgan contract at 512; output = -input: the face
+                          comes back as its colour negative, so the blend
+                          can be checked by the numbers.
   identity_hyperswap_256  hyperswap contract at 256; output = target (in the
                           model's mean/std 0.5 space), no emap.
   yolo_face_planted       yolo_face contract; a constant [1, 20, 8400] output
@@ -103,6 +106,14 @@ def identity_enhancer(path, size=512):
     save(helper.make_model(graph, opset_imports=OPSET), path)
 
 
+def inverting_enhancer(path, size=512):
+    # Output = -input: in the contract's [-1, 1] space the face comes back as
+    # its colour negative (255 - pixel), a known change to assert the blend on.
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 3, size, size]) for n in ("input", "output")]
+    graph = helper.make_graph([helper.make_node("Neg", ["input"], ["output"])], "inverting_enhancer", [io[0]], [io[1]])
+    save(helper.make_model(graph, opset_imports=OPSET), path)
+
+
 def known_emap_swapper(path, emap):
     inputs, output = swapper_io()
     echo = helper.make_tensor_value_info("source_echo", TensorProto.FLOAT, [1, LATENT])
@@ -179,6 +190,7 @@ def main():
     known_emap_swapper(os.path.join(out, "known_emap_swapper_128.onnx"), known)
     identity_swapper(os.path.join(out, "identity_hyperswap_256.onnx"), None, size=256)
     identity_enhancer(os.path.join(out, "identity_enhancer_512.onnx"))
+    inverting_enhancer(os.path.join(out, "inverting_enhancer_512.onnx"))
     yolo_face_planted(os.path.join(out, "yolo_face_planted.onnx"))
     short_recognizer(os.path.join(out, "short_recognizer_112.onnx"))
 
@@ -198,6 +210,7 @@ def main():
         ("known_emap_renorm", "known_emap_swapper_128.onnx", "inswapper", {"renormalize_latent": "true"}),
         ("identity_hyperswap", "identity_hyperswap_256.onnx", "hyperswap", {}),
         ("identity_enhancer", "identity_enhancer_512.onnx", "gfpgan", {}),
+        ("inverting_enhancer", "inverting_enhancer_512.onnx", "gfpgan", {}),
         ("yolo_face_planted", "yolo_face_planted.onnx", "yolo_face", {}),
         ("short_recognizer", "short_recognizer_112.onnx", "arcface", {}),
     ]

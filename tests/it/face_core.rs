@@ -263,10 +263,13 @@ fn swapped_frames_differ_only_where_faces_are_selected_by_reference() {
     let _ = shared("images/fr_obama2.jpg");
 }
 
+/// The inverting enhancer returns the face's colour negative, so inside
+/// the mask the frame must become 0.2 × before + 0.8 × (255 − before), and
+/// outside the paste box nothing may change.
 #[test]
-fn the_enhancer_restores_in_place_at_80_percent_inside_its_paste_region_only() {
+fn the_enhancer_blends_at_80_percent_inside_its_paste_region_only() {
     let catalog = catalog();
-    let mut enhancer = catalog.enhancer("identity_enhancer");
+    let mut enhancer = catalog.enhancer("inverting_enhancer");
     assert_eq!(enhancer.blend, 0.8);
     let mut det = catalog.detector("scrfd_500m", None).unwrap();
     let before = image("fr_two_people.jpg");
@@ -280,9 +283,31 @@ fn the_enhancer_restores_in_place_at_80_percent_inside_its_paste_region_only() {
             assert_eq!(px, before.get_pixel(x, y), "pixel ({x}, {y}) outside the enhancer's paste box changed");
         }
     }
-    let b = face.bbox.map(|v| v.max(0.0) as u32);
-    let box_psnr = psnr(&region(&before, b), &region(&after, b));
-    assert!(box_psnr >= 30.0, "identity enhancer: face box PSNR {box_psnr:.1} dB < 30");
+    // The middle half of the face box lies where the box mask is 1.
+    let b = face.bbox;
+    let (w, h) = (b[2] - b[0], b[3] - b[1]);
+    let (x0, y0, x1, y1) =
+        ((b[0] + w / 4.0) as u32, (b[1] + h / 4.0) as u32, (b[2] - w / 4.0) as u32, (b[3] - h / 4.0) as u32);
+    // after − before = blend × (255 − 2 × before) where the mask is 1: the
+    // least-squares blend over the region, and how far the pixels sit from it.
+    let (mut num, mut den, mut moved, mut n) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    let mut pairs = Vec::new();
+    for y in y0..y1 {
+        for x in x0..x1 {
+            for c in 0..3 {
+                let (was, is) = (before.get_pixel(x, y)[c] as f64, after.get_pixel(x, y)[c] as f64);
+                let (d, g) = (is - was, 255.0 - 2.0 * was);
+                (num, den, moved, n) = (num + d * g, den + g * g, moved + d.abs(), n + 1.0);
+                pairs.push((d, g));
+            }
+        }
+    }
+    let blend = num / den;
+    let off = pairs.iter().map(|(d, g)| (d - 0.8 * g).abs()).sum::<f64>() / n;
+    eprintln!("enhancer: blend {blend:.3} from the pixels, {off:.2} levels off 0.8 on average, moved {:.1}", moved / n);
+    assert!(moved / n > 20.0, "the enhancer changed the face by only {:.1} levels on average", moved / n);
+    assert!((blend - 0.8).abs() < 0.03, "the pixels say the enhancer was blended at {blend:.3}, not 0.8");
+    assert!(off < 4.0, "the face is {off:.2} levels from 0.2 x before + 0.8 x enhanced on average");
 }
 
 /// RCT moves the swapped face's Lab mean and deviation (over the face
