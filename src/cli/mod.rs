@@ -43,7 +43,7 @@ pub enum Command {
     Emap(tools::EmapArgs),
     /// Stage the configured tiers' models into the tmpfs ramdisk (run at boot, as root).
     /// Exit status: 0 every tier usable, 2 some, 1 none.
-    Stage(store::ConfigArgs),
+    Stage(store::StageArgs),
     /// Load and warm a tier as the daemon would, and print where the time and memory go.
     Load(store::LoadArgs),
     /// Validate a configuration without starting anything.

@@ -1,7 +1,7 @@
 use crate::catalog::Catalog;
 use crate::config::{Config, DEFAULT_PATH};
 use crate::infer::Engines;
-use crate::store::{stage, Store};
+use crate::store::{stage_with, Store};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 
@@ -16,6 +16,17 @@ impl ConfigArgs {
     pub fn load(&self) -> Result<Config> {
         Ok(Config::load(&self.config)?)
     }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StageArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Hash the files already staged again, instead of trusting the hash
+    /// recorded when they were copied (and their size); a file that no
+    /// longer matches is copied anew.
+    #[arg(long)]
+    pub verify: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -49,10 +60,10 @@ pub fn check_config(args: ConfigArgs) -> Result<()> {
 }
 
 /// Stages and returns the process exit code (0 all tiers usable, 2 some, 1 none).
-pub fn stage_cmd(args: ConfigArgs) -> Result<u8> {
-    let config = args.load()?;
+pub fn stage_cmd(args: StageArgs) -> Result<u8> {
+    let config = args.config.load()?;
     let catalog = Catalog::open(&config.models.dirs)?;
-    let report = stage(&config, &catalog)?;
+    let report = stage_with(&config, &catalog, args.verify)?;
     for f in &report.report {
         match (&f.error, f.copy_mb_s, f.hash_mb_s) {
             (Some(e), _, _) => println!("  {:<24} FAILED: {e}", f.name),
@@ -61,7 +72,11 @@ pub fn stage_cmd(args: ConfigArgs) -> Result<u8> {
                 f.name,
                 f.bytes as f64 / 1e6
             ),
-            _ => println!("  {:<24} {} (already staged with the right hash)", f.name, f.action),
+            _ if f.action == "verified" => println!("  {:<24} kept (hashed again: it matches)", f.name),
+            _ => println!(
+                "  {:<24} {} (staged already: the recorded hash and size; --verify hashes it again)",
+                f.name, f.action
+            ),
         }
     }
     for t in &report.tiers {

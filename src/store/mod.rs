@@ -12,7 +12,7 @@ mod tiers;
 pub mod tmpfs;
 
 pub use loader::{rss, LoadedModel, Loader, ModelTimings};
-pub use stage::{stage, StageReport};
+pub use stage::{stage, stage_with, StageReport};
 pub use tiers::{Store, TierModels, TierOutcome};
 
 use crate::catalog::CatalogError;

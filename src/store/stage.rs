@@ -174,15 +174,35 @@ fn wanted(catalog: &Catalog, models: &[String]) -> Result<Vec<Wanted>, String> {
         .collect()
 }
 
-/// What is on the ramdisk already with the size the index recorded (and
-/// its emap), so a second run keeps it.
-fn still_staged(ramdisk: &Path, previous: &StageReport) -> StagedIndex {
+/// The SHA-256 of the file at `path`, streamed.
+fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let (mut file, mut hasher, mut buf) = (std::fs::File::open(path)?, Sha256::new(), vec![0u8; 1 << 20]);
+    loop {
+        match file.read(&mut buf)? {
+            0 => break,
+            n => hasher.update(&buf[..n]),
+        }
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// What is on the ramdisk already, so a second run keeps it. A staged file
+/// is trusted by the hash the index recorded when it was copied, as long as
+/// it has the recorded size and its emap is there; with `verify` it is
+/// hashed again, and one that no longer matches is copied anew.
+fn still_staged(ramdisk: &Path, previous: &StageReport, verify: bool) -> StagedIndex {
     previous
         .files
         .iter()
-        .filter(|(_, f)| {
-            std::fs::metadata(ramdisk.join(&f.file)).is_ok_and(|m| m.len() == f.size)
-                && f.emap.as_ref().is_none_or(|e| ramdisk.join(e).is_file())
+        .filter(|(name, f)| {
+            let path = ramdisk.join(&f.file);
+            let there = std::fs::metadata(&path).is_ok_and(|m| m.len() == f.size)
+                && f.emap.as_ref().is_none_or(|e| ramdisk.join(e).is_file());
+            let intact = !verify || sha256_file(&path).is_ok_and(|h| h == f.sha256);
+            if there && !intact {
+                log::warn!("staged `{name}` ({}) no longer matches its recorded SHA-256; copying it again", f.file);
+            }
+            there && intact
         })
         .map(|(n, f)| (n.clone(), (f.sha256.clone(), f.size)))
         .collect()
@@ -234,10 +254,17 @@ fn stage_one(catalog: &Catalog, name: &str, ramdisk: &Path, out: &mut StageRepor
     Ok(())
 }
 
-/// Stages the configured tiers into the ramdisk. Errors about one file make
-/// the tiers that need it unusable; only a ramdisk that cannot be used at all
-/// is an `Err`.
+/// Stages the configured tiers into the ramdisk, keeping what is staged
+/// already by its recorded hash and size (see [`stage_with`]).
 pub fn stage(config: &Config, catalog: &Catalog) -> Result<StageReport, StageError> {
+    stage_with(config, catalog, false)
+}
+
+/// Stages the configured tiers into the ramdisk; with `verify`, files
+/// already staged are hashed again before they are kept. Errors about one
+/// file make the tiers that need it unusable; only a ramdisk that cannot be
+/// used at all is an `Err`.
+pub fn stage_with(config: &Config, catalog: &Catalog, verify: bool) -> Result<StageReport, StageError> {
     let start = Instant::now();
     let ramdisk = &config.models.ramdisk;
     tmpfs::ensure(ramdisk, config.models.ramdisk_size_mib)?;
@@ -245,14 +272,15 @@ pub fn stage(config: &Config, catalog: &Catalog) -> Result<StageReport, StageErr
     let tiers: Vec<(String, Result<Vec<Wanted>, String>)> =
         config.tier.iter().map(|t| (t.name.clone(), wanted(catalog, &t.models))).collect();
     let (free, _) = tmpfs::space(ramdisk)?;
-    let plans = plan(&tiers, &still_staged(ramdisk, &previous), free);
+    let plans = plan(&tiers, &still_staged(ramdisk, &previous, verify), free);
 
     let mut out = StageReport::default();
     let mut failed: Vec<(String, String)> = Vec::new();
     for p in &plans {
         for name in &p.keep {
             out.files.insert(name.clone(), previous.files[name].clone());
-            out.report.push(FileReport::kept(name));
+            let kept = FileReport::kept(name);
+            out.report.push(if verify { FileReport { action: "verified".into(), ..kept } } else { kept });
         }
         for name in &p.copy {
             if let Err(e) = stage_one(catalog, name, ramdisk, &mut out) {

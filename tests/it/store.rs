@@ -85,6 +85,23 @@ fn staging_verifies_into_tmpfs_and_a_second_run_copies_nothing() {
     assert_eq!(second.bytes_copied, 0);
     assert!(second.report.iter().all(|f| f.action == "kept"));
     assert_eq!(StageReport::read(&rd.path()).unwrap().files.len(), 3);
+
+    // A staged file changed in place, at the same size: a plain run trusts
+    // the recorded hash and keeps it; --verify hashes it, finds it changed
+    // and copies it again.
+    let staged = rd.path().join("arcface_fr_feature.onnx");
+    let mut bytes = std::fs::read(&staged).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&staged, &bytes).unwrap();
+    let trusted = stage(&c, &catalog(&c)).unwrap();
+    assert!(trusted.report.iter().all(|f| f.action == "kept"), "{:?}", trusted.report);
+    let verified = fusiond::store::stage_with(&c, &catalog(&c), true).unwrap();
+    let actions: Vec<_> = verified.report.iter().map(|f| (f.name.as_str(), f.action.as_str())).collect();
+    assert!(actions.contains(&("arcface_fr", "copied")), "{actions:?}");
+    assert_eq!(actions.iter().filter(|(_, a)| *a == "verified").count(), 2, "{actions:?}");
+    let sha = fusiond::catalog::sha256_hex(&std::fs::read(&staged).unwrap());
+    assert_eq!(sha, "87aacdfe57510db2af90c0251df680e8eec88f122ee94712121d09bcaaaf3581", "copied back intact");
 }
 
 #[test]
