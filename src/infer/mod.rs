@@ -155,6 +155,10 @@ pub enum InferError {
     UnknownOutput { name: String, available: String },
     #[error("inference failed: {0}")]
     Run(String),
+    /// The engine itself cannot start (a missing, foreign or too old ONNX
+    /// Runtime library); the message says what to install or set.
+    #[error("{0}")]
+    Engine(String),
 }
 
 pub type Result<T, E = InferError> = std::result::Result<T, E>;

@@ -33,10 +33,10 @@ use std::time::Instant;
 static ENVIRONMENT: Mutex<Option<(PathBuf, Environment)>> = Mutex::new(None);
 
 fn environment(library: &Path) -> Result<Environment> {
-    let mut slot = ENVIRONMENT.lock().map_err(|_| InferError::Load("ONNX Runtime setup panicked earlier".into()))?;
+    let mut slot = ENVIRONMENT.lock().map_err(|_| InferError::Engine("ONNX Runtime setup panicked earlier".into()))?;
     if let Some((loaded, env)) = slot.as_ref() {
         if loaded != library {
-            return Err(InferError::Load(format!(
+            return Err(InferError::Engine(format!(
                 "ONNX Runtime is already loaded from {}; a process can use only one library, not also {}",
                 loaded.display(),
                 library.display()
@@ -45,7 +45,7 @@ fn environment(library: &Path) -> Result<Environment> {
         return Ok(env.clone());
     }
     if !library.is_file() {
-        return Err(InferError::Load(format!(
+        return Err(InferError::Engine(format!(
             "ONNX Runtime library {} does not exist; install ONNX Runtime 1.17 or newer and set \
              inference.ort.library to its libonnxruntime.so",
             library.display()
@@ -53,14 +53,14 @@ fn environment(library: &Path) -> Result<Environment> {
     }
     let env = ort::init_from(library)
         .map_err(|e| {
-            InferError::Load(format!(
+            InferError::Engine(format!(
                 "{e}; inference.ort.library must be libonnxruntime.so of ONNX Runtime 1.17 or newer"
             ))
         })?
         .with_name("fusiond")
         .with_telemetry(false)
         .build()
-        .map_err(|e| InferError::Load(format!("cannot create the ONNX Runtime environment: {e}")))?;
+        .map_err(|e| InferError::Engine(format!("cannot create the ONNX Runtime environment: {e}")))?;
     *slot = Some((library.to_path_buf(), env.clone()));
     Ok(env)
 }

@@ -309,3 +309,47 @@ fn warm_fails_when_the_configured_providers_cannot_be_used() {
     assert!(stdout.contains("tensorrt FAILED"), "{stdout}");
     assert!(stderr.contains("fallback provider"), "{stderr}");
 }
+
+/// A library that is missing, is not ONNX Runtime, or is too old is an
+/// error that says what to install, never a panic. The stubs are built
+/// here: one without `OrtGetApiBase`, one whose API base reports 1.10.0
+/// and gives no API (what an old library does for a newer version).
+#[test]
+fn a_missing_foreign_or_too_old_onnx_runtime_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = "#include <stddef.h>\n#include <stdint.h>\n\
+        typedef struct { const void *(*GetApi)(uint32_t); const char *(*GetVersionString)(void); } OrtApiBase;\n\
+        static const void *api(uint32_t v) { (void)v; return NULL; }\n\
+        static const char *version(void) { return \"1.10.0\"; }\n\
+        static const OrtApiBase base = { api, version };\n\
+        const OrtApiBase *OrtGetApiBase(void) { return &base; }\n";
+    let stubs = [("nosym", "int fusiond_stub(void) { return 0; }\n"), ("old", old)];
+    for (name, source) in stubs {
+        let c = dir.path().join(format!("{name}.c"));
+        std::fs::write(&c, source).unwrap();
+        let so = dir.path().join(format!("lib{name}.so"));
+        let built = std::process::Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&so).arg(&c).output();
+        let built = built.unwrap_or_else(|e| panic!("cannot run cc ({e}): install gcc (build-essential)"));
+        assert!(built.status.success(), "cc: {}", String::from_utf8_lossy(&built.stderr));
+    }
+    let cases = [
+        (dir.path().join("libnosym.so"), "does not export `OrtGetApiBase`"),
+        (dir.path().join("libold.so"), "got '1.10.0'"),
+        (dir.path().join("libmissing.so"), "does not exist"),
+    ];
+    for (lib, says) in cases {
+        let out = crate::util::fusiond_command()
+            .arg("detect")
+            .arg(shared("images/fr_obama.jpg"))
+            .arg("--models")
+            .arg(shared("models"))
+            .args(["--detector", "scrfd_500m", "--engine", "ort", "--ort-library"])
+            .arg(&lib)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{}: {stderr}", lib.display());
+        assert!(stderr.contains(says) && stderr.contains("ONNX Runtime 1.17 or newer"), "{}: {stderr}", lib.display());
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
