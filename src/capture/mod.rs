@@ -3,6 +3,7 @@
 
 mod fake;
 mod latest;
+mod mjpeg;
 pub mod pan;
 mod sequence;
 mod v4l2;

@@ -1,7 +1,6 @@
 use super::{CaptureError, Frame, FrameSource};
 use crate::config::CameraConfig;
 use crate::vision::{nv12_to_rgb, yuyv_to_rgb, RgbImage};
-use image::ImageDecoder;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 use v4l::buffer::Type;
@@ -159,7 +158,7 @@ impl FrameSource for V4l2Source {
                 let data = unpad(data, self.stride, w as usize, h as usize * 3 / 2, &mut self.packed);
                 nv12_to_rgb(data, &mut frame.image).map_err(|e| format_err(e.to_string()))?;
             }
-            _ => decode_mjpeg(data, &mut frame.image).map_err(format_err)?,
+            _ => super::mjpeg::decode(data, &mut frame.image).map_err(format_err)?,
         }
         frame.captured = SystemTime::now();
         frame.seq = meta.sequence as u64;
@@ -167,22 +166,9 @@ impl FrameSource for V4l2Source {
     }
 }
 
-/// Decodes one MJPEG frame into `dst`, which already has the frame's size.
-fn decode_mjpeg(data: &[u8], dst: &mut RgbImage) -> Result<(), String> {
-    let decoder = image::codecs::jpeg::JpegDecoder::new(std::io::Cursor::new(data)).map_err(|e| e.to_string())?;
-    if decoder.dimensions() != dst.dimensions() || decoder.color_type() != image::ColorType::Rgb8 {
-        return Err(format!(
-            "MJPEG frame is {:?} {:?}, expected RGB {:?}",
-            decoder.dimensions(),
-            decoder.color_type(),
-            dst.dimensions()
-        ));
-    }
-    decoder.read_image(dst).map_err(|e| e.to_string())
-}
-
 #[cfg(test)]
 mod tests {
+    use crate::vision::RgbImage;
     use std::path::Path;
     use std::process::Command;
     use v4l::v4l2::vidioc::*;
@@ -250,5 +236,26 @@ mod tests {
             assert_eq!(ours, c, "{name}: argument of {} bytes here, {} in the C headers", size(ours), size(c));
         }
         println!("{} V4L2 ioctl numbers match the C headers", OURS.len());
+    }
+
+    #[test]
+    fn padded_nv12_rows_are_repacked_before_conversion() {
+        // A 4x2 NV12 frame (2 luma rows, 1 chroma row) with rows padded to 8.
+        let (stride, w) = (8usize, 4usize);
+        let packed: Vec<u8> = (0..(w * 3)).map(|i| 16 + i as u8 * 10).collect();
+        let mut padded = Vec::new();
+        for row in packed.chunks(w) {
+            padded.extend_from_slice(row);
+            padded.extend_from_slice(&[0xEE; 4]);
+        }
+        let mut scratch = Vec::new();
+        assert_eq!(super::unpad(&padded, stride, w, 3, &mut scratch), &packed[..]);
+        let (mut a, mut b) = (RgbImage::new(4, 2), RgbImage::new(4, 2));
+        crate::vision::nv12_to_rgb(super::unpad(&padded, stride, w, 3, &mut scratch), &mut a).unwrap();
+        crate::vision::nv12_to_rgb(&packed, &mut b).unwrap();
+        assert_eq!(a, b, "the padding never reaches the picture");
+        // No padding, or a buffer too short for the stride: left as it is.
+        assert_eq!(super::unpad(&packed, w, w, 3, &mut scratch), &packed[..]);
+        assert_eq!(super::unpad(&padded[..10], stride, w, 3, &mut scratch), &padded[..10]);
     }
 }
