@@ -33,6 +33,32 @@ if ((${#need[@]})); then
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+# What this run skipped, for the summary at the end. A target whose tests
+# are skipped twice in a row with the same cache fails the run: a deadline
+# may skip them once while the cache fills, not for ever.
+skipped=()
+repeated=()
+marks="$CARGO_TARGET_DIR/cross/skipped"
+mkdir -p "$marks"
+skip() {
+    skipped+=("$1: $2")
+    [ -f "$marks/$1" ] && repeated+=("$1 ($(cat "$marks/$1"), then $2)")
+    echo "$2" >"$marks/$1"
+}
+summary() {
+    if ((${#skipped[@]})); then
+        echo "cross: summary: SKIPPED: $(printf '%s; ' "${skipped[@]}")"
+    else
+        echo "cross: summary: nothing skipped"
+    fi
+    if ((${#repeated[@]})); then
+        echo "cross: FAILED: tests skipped on the previous run with this cache as well: ${repeated[*]}." \
+            "Give the run more time (CROSS_DEADLINE) or run tests/cross/run.sh on its own once to fill the cache." >&2
+        exit 1
+    fi
+}
+trap summary EXIT
+
 # Seconds left before CROSS_DEADLINE (a day when there is none).
 left() { if [ -n "${CROSS_DEADLINE:-}" ]; then echo $((CROSS_DEADLINE - $(date +%s))); else echo 86400; fi; }
 # Runs a build within the deadline; exits on a failed build, returns 75 when
@@ -51,6 +77,7 @@ within_deadline() {
 for arch in "${arches[@]}"; do
     if (($(left) < 120)); then
         echo "cross: $arch SKIPPED: less than 2 min left before CROSS_DEADLINE"
+        skip "$arch" "not built: less than 2 min left"
         continue
     fi
     case "$arch" in
@@ -85,15 +112,20 @@ for arch in "${arches[@]}"; do
 
     if [[ " $steps " == *" build "* ]]; then
         start=$SECONDS
-        within_deadline cargo build --profile cross --target "$triple" --tests --bins --quiet || continue
+        within_deadline cargo build --profile cross --target "$triple" --tests --bins --quiet || {
+            skip "$arch" "tests not run: the build reached CROSS_DEADLINE"
+            continue
+        }
         echo "cross: $triple test build in $((SECONDS - start)) s"
     fi
     if (($(left) < 240)); then
         echo "cross: $triple tests SKIPPED: less than 4 min left before CROSS_DEADLINE"
+        skip "$arch" "tests not run: less than 4 min left"
         continue
     fi
     if [[ " $steps " == *" test "* ]]; then
         start=$SECONDS
+        rm -f "$marks/$arch"
         # The V4L2 ioctl numbers from the target's C headers, for the unit
         # test that checks bindgen's struct layouts against them.
         probe="$CARGO_TARGET_DIR/cross/v4l2-ioctls-$deb"
