@@ -194,6 +194,9 @@ impl ModelEntry {
                 self.name, self.input_size
             ));
         }
+        if !(32..=4096).contains(&w) || !(32..=4096).contains(&h) {
+            return Err(format!("model `{}` cannot run at {w}x{h}: each side must be 32 to 4096", self.name));
+        }
         Ok(ModelEntry { input_size: [w.div_ceil(32) * 32, h.div_ceil(32) * 32], ..self.clone() })
     }
 }

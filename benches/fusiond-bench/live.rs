@@ -101,7 +101,20 @@ impl FrameSource for YuyvCamera {
     }
 }
 
+/// Refuses flag values that would divide by zero, never end or exhaust
+/// memory, saying which flag and what it takes.
+fn check(args: &Args) -> Result<()> {
+    anyhow::ensure!((1..=100_000).contains(&args.runs), "--runs {} must be 1 to 100000", args.runs);
+    anyhow::ensure!(args.seconds <= 3600, "--seconds {} must be 0 to 3600", args.seconds);
+    let fps = args.camera_fps;
+    anyhow::ensure!(fps.is_finite() && fps > 0.0 && fps <= 240.0, "--camera-fps {fps} must be above 0, up to 240");
+    let refine = args.refine_size;
+    anyhow::ensure!(refine == 0 || (32..=1024).contains(&refine), "--refine-size {refine} must be 0 or 32 to 1024");
+    Ok(())
+}
+
 pub fn run(args: Args) -> Result<()> {
+    check(&args)?;
     let loader = args.models.loader()?;
     let fusion = FusionPipeline::new(
         args.models.detector(&loader)?,

@@ -87,8 +87,8 @@ pub struct EngineArgs {
     /// the packaged config's inference.ort.library.
     #[arg(long, value_name = "PATH")]
     pub ort_library: Option<PathBuf>,
-    /// Threads per model run (tract: per matrix product; ort: intra-op).
-    #[arg(long, default_value_t = 1)]
+    /// Threads per model run (tract: per matrix product; ort: intra-op), 1 to 256.
+    #[arg(long, default_value_t = 1, value_parser = parse_threads)]
     pub threads: usize,
 }
 
@@ -124,6 +124,14 @@ pub fn ort_library(explicit: Option<&Path>) -> PathBuf {
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os("FUSIOND_ORT_LIBRARY").map(PathBuf::from))
         .unwrap_or_else(|| InferenceSettings::default().ort.library)
+}
+
+fn parse_threads(s: &str) -> Result<usize, String> {
+    let max = crate::infer::MAX_THREADS;
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}` is not a thread count from 1 to {max}")),
+    }
 }
 
 fn parse_size(s: &str) -> Result<[u32; 2], String> {

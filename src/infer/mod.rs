@@ -15,7 +15,9 @@ mod tract;
 pub use engines::{EngineError, Engines};
 #[cfg(feature = "ort")]
 pub use ort::OrtBackend;
-pub use settings::{CudaSettings, EngineKind, InferenceSettings, OrtSettings, ProviderKind, TensorrtSettings};
+pub use settings::{
+    CudaSettings, EngineKind, InferenceSettings, OrtSettings, ProviderKind, TensorrtSettings, MAX_THREADS,
+};
 pub use tensor::Tensor;
 pub use tract::TractBackend;
 

@@ -6,6 +6,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+/// Most threads per model run a setting or flag may ask for.
+pub const MAX_THREADS: usize = 256;
+
 /// An inference engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -71,8 +74,8 @@ impl InferenceSettings {
 
     /// The checks that need nothing outside this section.
     pub fn validate(&self) -> Result<(), String> {
-        if self.tract_threads == 0 || self.ort.threads == 0 {
-            return Err("inference: tract_threads and ort.threads must be > 0".into());
+        if !(1..=MAX_THREADS).contains(&self.tract_threads) || !(1..=MAX_THREADS).contains(&self.ort.threads) {
+            return Err(format!("inference: tract_threads and ort.threads must be 1 to {MAX_THREADS}"));
         }
         if self.ort.providers.is_empty() {
             return Err("inference.ort.providers is empty; list at least \"cpu\"".into());

@@ -193,3 +193,34 @@ fn facefusion_hash_files_verify_models_without_a_sha256() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("crc32") && stderr(&out).contains("deadbeef"), "{}", stderr(&out));
 }
+
+/// Zero and huge numeric flags are refused with a message, never a panic,
+/// an abort or a hang (`--size 0` used to divide by zero inside tract,
+/// `--size 100000` to abort on a 120 GB allocation, `--threads 100000` to
+/// start that many threads).
+#[test]
+fn zero_and_huge_numeric_flags_are_refused_with_a_reason() {
+    let cases: [(&[&str], &str); 7] = [
+        (&["--size", "0"], "32 to 4096"),
+        (&["--size", "100000"], "32 to 4096"),
+        (&["--size", "640x0"], "32 to 4096"),
+        (&["--threads", "0"], "1 to 256"),
+        (&["--threads", "100000"], "1 to 256"),
+        (&["--score", "2"], "outside 0..1"),
+        (&["--score=-1"], "outside 0..1"),
+    ];
+    for (flags, says) in cases {
+        let out = crate::util::fusiond_command()
+            .arg("detect")
+            .arg(shared("images/fr_obama.jpg"))
+            .arg("--models")
+            .arg(shared("models"))
+            .args(["--detector", "scrfd_500m"])
+            .args(flags)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(matches!(out.status.code(), Some(1 | 2)), "{flags:?}: {:?} {stderr}", out.status);
+        assert!(stderr.contains(says) && !stderr.contains("panicked"), "{flags:?}: {stderr}");
+    }
+}
