@@ -317,8 +317,8 @@ impl PipelineConfig {
         if !(MaskSettings { blur: self.mask_blur, padding: self.mask_padding }).is_valid() {
             return bad("pipeline: mask_blur must be within 0..=1 and each mask_padding within 0..=100");
         }
-        if self.refine_size > 640 {
-            return bad(format!("pipeline.refine_size {} must be 0 (off) or at most 640", self.refine_size));
+        if self.refine_size != 0 && !(32..=640).contains(&self.refine_size) {
+            return bad(format!("pipeline.refine_size {} must be 0 (off) or 32 to 640", self.refine_size));
         }
         let mouth = MouthSettings { enabled: true, grow: self.mouth_mask_grow, feather: self.mouth_mask_feather };
         if !mouth.is_valid() {
