@@ -382,6 +382,7 @@ impl OutputConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct DebugConfig {
     /// Accept the `stall` command, which hangs the processing loop so the
-    /// systemd watchdog fires.
+    /// systemd watchdog fires, and `panic`, which panics in it so the
+    /// journal's panic record can be checked.
     pub stall_command: bool,
 }

@@ -73,6 +73,8 @@ pub enum Effect {
     Reload,
     /// Stall the processing loop (watchdog tests only).
     Stall,
+    /// Panic in the processing loop (journald tests only).
+    Panic,
     /// Publish on `error`; nothing changed.
     Error(CommandError),
 }
@@ -183,6 +185,7 @@ impl Control {
             Command::Snapshot => vec![Effect::Snapshot],
             Command::Reload => vec![Effect::Reload],
             Command::Stall => vec![Effect::Stall],
+            Command::Panic => vec![Effect::Panic],
         }
     }
 

@@ -105,6 +105,7 @@ impl ControlLoop<'_> {
                 Effect::SwitchTier(tier) => self.switch_tier(&tier, "quality"),
                 Effect::Reload => self.reload(),
                 Effect::Stall => self.mailbox.stall(),
+                Effect::Panic => self.mailbox.panic(),
             }
         }
     }

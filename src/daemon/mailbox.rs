@@ -24,6 +24,8 @@ pub struct Pending {
     pub snapshot: bool,
     /// Hang the worker (watchdog tests).
     pub stall: bool,
+    /// Panic in the worker (journald tests).
+    pub panic: bool,
 }
 
 #[derive(Default)]
@@ -66,6 +68,10 @@ impl Mailbox {
 
     pub fn stall(&self) {
         self.post(|p| std::mem::replace(&mut p.stall, true))
+    }
+
+    pub fn panic(&self) {
+        self.post(|p| std::mem::replace(&mut p.panic, true))
     }
 
     /// Takes everything posted, leaving the slots empty.

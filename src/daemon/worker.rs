@@ -123,6 +123,9 @@ impl State {
             self.config = c;
         }
         self.snapshot |= p.snapshot;
+        // A deliberate panic, so that the journal's panic record can be
+        // checked (debug.stall_command only).
+        assert!(!p.panic, "panic command: a deliberate panic in the processing loop");
         if p.stall {
             log::warn!("stall command: the processing loop stops; the watchdog should restart the daemon");
             loop {

@@ -45,6 +45,8 @@ pub enum Command {
     Reload,
     /// Stall the processing loop (tests of the systemd watchdog only).
     Stall,
+    /// Panic in the processing loop (tests of the journald panic record).
+    Panic,
 }
 
 /// Why a command was refused, as published on `<base>/error`.
@@ -66,7 +68,8 @@ pub struct CommandLimits {
     pub tiers: Vec<String>,
     /// Highest `frame_rate`.
     pub max_frame_rate: f32,
-    /// Accept `stall` (`debug.stall_command`, for watchdog tests).
+    /// Accept `stall` and `panic` (`debug.stall_command`, for watchdog and
+    /// journald tests).
     pub allow_stall: bool,
 }
 
@@ -260,6 +263,7 @@ pub fn parse(feature: &str, payload: &[u8], limits: &CommandLimits) -> Result<Co
         "snapshot" => Ok(Command::Snapshot),
         "reload" => Ok(Command::Reload),
         "stall" if limits.allow_stall => Ok(Command::Stall),
+        "panic" if limits.allow_stall => Ok(Command::Panic),
         _ => Err(err(format!("unknown command; known: {}", super::topics::FEATURES.join(", ")))),
     }
 }
@@ -355,6 +359,10 @@ mod tests {
         assert!(refused("enabled", &[0xff, 0xfe]).contains("UTF-8"));
         assert!(refused("blend", &[b'1'; 1000]).contains("too long"));
         assert!(refused("launch", b"1").contains("unknown command"));
+        // The debug commands exist only with debug.stall_command.
+        assert!(refused("stall", b"now").contains("unknown command") && refused("panic", b"now").contains("unknown"));
+        let debug = CommandLimits { allow_stall: true, ..CommandLimits::default() };
+        assert_eq!(parse("panic", b"now", &debug), Ok(Command::Panic));
         assert!(refused("source", b"alice,,bob").contains("commas"));
         assert!(refused("source", "a,".repeat(17).trim_end_matches(',').as_bytes()).contains("up to 16"));
         assert!(refused("mask_blur", b"2").contains("outside"));

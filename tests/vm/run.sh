@@ -300,6 +300,20 @@ guest "journalctl -u fusiond --no-pager | grep -i 'watchdog timeout'" | tail -1 
     || fail "the journal has no watchdog timeout"
 wait_available online
 echo "vm: stalled pipeline -> watchdog restart (NRestarts=2), online again"
+# A panic (the `panic` debug command) is recorded at error priority with
+# the thread it happened on, and systemd restarts the daemon.
+mosquitto_pub -h 127.0.0.1 -p "$port" -t fusiond/vm/panic/set -m now
+for _ in $(seq 120); do
+    guest "systemctl show fusiond -p NRestarts" | grep -qx "NRestarts=3" && break
+    sleep 1
+done
+restarts=$(guest "systemctl show fusiond -p NRestarts")
+[ "$restarts" = "NRestarts=3" ] || fail "no restart within 120 s of the panic command: $restarts"
+wait_available online
+panic=$(guest "journalctl -u fusiond -o verbose --no-pager | awk '/^[^ ]/ { if (e ~ /MESSAGE=thread .worker. panicked/) { print e; exit } e = \"\" } { e = e \"\\n\" \$0 }' | grep -E '^ *(PRIORITY|MESSAGE)='")
+echo "$panic" | grep -qx ' *PRIORITY=3' || fail "the panic is not recorded at PRIORITY=3: $panic"
+echo "$panic" | grep -q "MESSAGE=thread 'worker' panicked: panic command" || fail "the panic record names no thread: $panic"
+echo "vm: panic command -> restarted (NRestarts=3); journal:" $panic
 # A known warning's journal record carries its priority and source file.
 record=$(guest "journalctl -u fusiond -o verbose --no-pager | awk '/^[^ ]/ { if (e ~ /MESSAGE=cannot open V4L2 output/) { print e; exit } e = \"\" } { e = e \"\\n\" \$0 }' | grep -E '^ *(PRIORITY|CODE_FILE|THREAD)='")
 echo "$record" | grep -qx ' *PRIORITY=4' || fail "the missing-output warning is not PRIORITY=4: $record"
