@@ -40,7 +40,15 @@ fn main() -> ExitCode {
         // the thread it happened on.
         std::panic::set_hook(Box::new(|info| {
             let thread = std::thread::current();
-            log::error!("thread '{}' panicked: {info}", thread.name().unwrap_or("unnamed"));
+            let payload = info.payload();
+            let message = payload
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("(no message)");
+            let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+            // One line, so the journal's MESSAGE holds all of it.
+            log::error!("thread '{}' panicked{at}: {message}", thread.name().unwrap_or("unnamed"));
         }));
     }
     match cli::run(cli) {

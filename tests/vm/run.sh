@@ -312,7 +312,8 @@ restarts=$(guest "systemctl show fusiond -p NRestarts")
 wait_available online
 panic=$(guest "journalctl -u fusiond -o verbose --no-pager | awk '/^[^ ]/ { if (e ~ /MESSAGE=thread .worker. panicked/) { print e; exit } e = \"\" } { e = e \"\\n\" \$0 }' | grep -E '^ *(PRIORITY|MESSAGE)='")
 echo "$panic" | grep -qx ' *PRIORITY=3' || fail "the panic is not recorded at PRIORITY=3: $panic"
-echo "$panic" | grep -q "MESSAGE=thread 'worker' panicked: panic command" || fail "the panic record names no thread: $panic"
+echo "$panic" | grep -q "MESSAGE=thread 'worker' panicked at src/daemon/worker.rs:[0-9]*: panic command" \
+    || fail "the panic record does not name the thread, the place and the message: $panic"
 echo "vm: panic command -> restarted (NRestarts=3); journal:" $panic
 # A known warning's journal record carries its priority and source file.
 record=$(guest "journalctl -u fusiond -o verbose --no-pager | awk '/^[^ ]/ { if (e ~ /MESSAGE=cannot open V4L2 output/) { print e; exit } e = \"\" } { e = e \"\\n\" \$0 }' | grep -E '^ *(PRIORITY|CODE_FILE|THREAD)='")
