@@ -46,8 +46,8 @@ bash tests/vm/run.sh
 # Cross builds (aarch64, armv7) tested under qemu-user, last, within what is
 # left of CI's 90 minutes (87, for slack). armv7 builds and runs its unit
 # tests; aarch64 runs its unit tests and every integration test that needs
-# no camera and no VM (about 64 min emulated), or only the capture and CLI
-# ones when less than 69 min are left. From an empty target directory the
+# no camera and no VM (about 67 min emulated), or only the capture and CLI
+# ones when less than 72 min are left. From an empty target directory the
 # two test builds take about 21 min after 47 of native tests and VM (a fresh
 # clone passed in 63 min, with the smaller aarch64 set); a build that still
 # reaches the deadline says so, and the next run carries on from its cache.
