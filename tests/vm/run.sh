@@ -180,6 +180,22 @@ wait_available() {
     fail "available never became $1"
 }
 
+# Waits up to 120 s for systemd to have restarted the daemon exactly $1 times.
+wait_restarts() {
+    local restarts
+    for _ in $(seq 120); do
+        restarts=$(guest "systemctl show fusiond -p NRestarts")
+        [ "$restarts" = "NRestarts=$1" ] && return 0
+        sleep 1
+    done
+    fail "no restart within 120 s of $2: $restarts"
+}
+# The fields $2 (a regex of names) of the daemon's first journal record whose
+# MESSAGE matches the awk regex $1.
+journal_record() {
+    guest "journalctl -u fusiond -o verbose --no-pager | awk '/^[^ ]/ { if (e ~ /MESSAGE=$1/) { print e; exit } e = \"\" } { e = e \"\\n\" \$0 }' | grep -E '^ *($2)='"
+}
+
 wait_available online
 ready_host=$(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $boot_start }")
 echo "vm: available=online ${ready_host}s after qemu started"
@@ -290,12 +306,7 @@ guest "systemctl show fusiond -p NRestarts" | grep -qx "NRestarts=1" || fail "no
 echo "vm: SIGKILL -> restarted, online again (NRestarts=1)"
 
 mosquitto_pub -h 127.0.0.1 -p "$port" -t fusiond/vm/stall/set -m now
-for _ in $(seq 120); do
-    guest "systemctl show fusiond -p NRestarts" | grep -qx "NRestarts=2" && break
-    sleep 1
-done
-restarts=$(guest "systemctl show fusiond -p NRestarts")
-[ "$restarts" = "NRestarts=2" ] || fail "no watchdog restart within 120 s: $restarts"
+wait_restarts 2 "the stall command (the watchdog)"
 guest "journalctl -u fusiond --no-pager | grep -i 'watchdog timeout'" | tail -1 | sed 's/^/vm: /' \
     || fail "the journal has no watchdog timeout"
 wait_available online
@@ -303,20 +314,15 @@ echo "vm: stalled pipeline -> watchdog restart (NRestarts=2), online again"
 # A panic (the `panic` debug command) is recorded at error priority with
 # the thread it happened on, and systemd restarts the daemon.
 mosquitto_pub -h 127.0.0.1 -p "$port" -t fusiond/vm/panic/set -m now
-for _ in $(seq 120); do
-    guest "systemctl show fusiond -p NRestarts" | grep -qx "NRestarts=3" && break
-    sleep 1
-done
-restarts=$(guest "systemctl show fusiond -p NRestarts")
-[ "$restarts" = "NRestarts=3" ] || fail "no restart within 120 s of the panic command: $restarts"
+wait_restarts 3 "the panic command"
 wait_available online
-panic=$(guest "journalctl -u fusiond -o verbose --no-pager | awk '/^[^ ]/ { if (e ~ /MESSAGE=thread .worker. panicked/) { print e; exit } e = \"\" } { e = e \"\\n\" \$0 }' | grep -E '^ *(PRIORITY|MESSAGE)='")
+panic=$(journal_record "thread .worker. panicked" "PRIORITY|MESSAGE")
 echo "$panic" | grep -qx ' *PRIORITY=3' || fail "the panic is not recorded at PRIORITY=3: $panic"
 echo "$panic" | grep -q "MESSAGE=thread 'worker' panicked at src/daemon/worker.rs:[0-9]*: panic command" \
     || fail "the panic record does not name the thread, the place and the message: $panic"
 echo "vm: panic command -> restarted (NRestarts=3); journal:" $panic
 # A known warning's journal record carries its priority and source file.
-record=$(guest "journalctl -u fusiond -o verbose --no-pager | awk '/^[^ ]/ { if (e ~ /MESSAGE=cannot open V4L2 output/) { print e; exit } e = \"\" } { e = e \"\\n\" \$0 }' | grep -E '^ *(PRIORITY|CODE_FILE|THREAD)='")
+record=$(journal_record "cannot open V4L2 output" "PRIORITY|CODE_FILE|THREAD")
 echo "$record" | grep -qx ' *PRIORITY=4' || fail "the missing-output warning is not PRIORITY=4: $record"
 echo "$record" | grep -qx ' *CODE_FILE=src/vcam/mod.rs' || fail "the warning names no CODE_FILE: $record"
 echo "vm: journald fields of the missing-output warning:" $record
