@@ -1,8 +1,8 @@
 //! The HTTP side (`[http]`): the live page, the API, health, Prometheus
 //! metrics, snapshots and an MJPEG stream of the fused frames, served on
-//! the server's own threads ([`wire`] frames requests under hard limits). The worker hands each JPEG it encodes to the [`FrameHub`]; the
-//! control loop hands every `stats` to [`HttpState`]. Nothing here blocks
-//! either of them.
+//! the server's own threads ([`wire`] frames requests under hard limits).
+//! The worker hands each JPEG it encodes to the [`FrameHub`]; the control
+//! loop hands every `stats` to [`HttpState`]. Nothing here blocks either.
 
 mod handlers;
 pub mod hub;

@@ -76,10 +76,10 @@ pub fn read_request(conn: &mut impl Conn, limits: &Limits) -> Result<Request, Op
     if length > limits.max_body {
         return Err(refuse(413, format!("a body is at most {} bytes", limits.max_body)));
     }
-    request.body = buf[head..filled].to_vec();
-    request.body.truncate(length);
-    request.body.resize(length, 0);
+    // What came with the head is the body's start; the rest is read below.
     let mut have = (filled - head).min(length);
+    request.body = vec![0; length];
+    request.body[..have].copy_from_slice(&buf[head..head + have]);
     let deadline = Instant::now() + limits.body_time;
     while have < length {
         have += read_until(conn, &mut request.body[have..], deadline, "the body")?;
