@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Lints meta-fusiond with oelint-adv (from the test venv) and checks that the
 # lint can fail: a deliberately broken copy of the fusiond recipe must be
-# reported. Also checks fusiond-crates.inc against Cargo.lock.
+# reported. Also checks fusiond-crates.inc against Cargo.lock, and that the
+# recipe's SRCREV builds HEAD's tree (yocto/update-crates.py --pin after a
+# change), and that a recipe pinned to an older tree is refused.
 #   yocto/lint.sh     (FUSIOND_PYTHON: the venv's python, as tests/setup.sh sets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +21,7 @@ echo "oelint-adv: ${#recipes[@]} files clean (${recipes[*]##*/})"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 cp -r yocto/meta-fusiond/recipes-fusiond/fusiond "$tmp/"
-broken="$tmp/fusiond/fusiond_0.1.0.bb"
+broken="$(echo "$tmp"/fusiond/fusiond_*.bb)"
 sed -i '/^LICENSE = /d' "$broken"
 echo 'DEPENDS = "systemd"' >>"$broken"
 if out="$(lint "$broken" 2>&1)" && [ -z "$out" ]; then
@@ -30,3 +32,14 @@ for rule in oelint.var.mandatoryvar.LICENSE oelint.vars.dependsappend; do
     grep -q "$rule" <<<"$out" || { echo "$out"; echo "the broken recipe was not reported for $rule" >&2; exit 1; }
 done
 echo "oelint-adv: the deliberately broken recipe is reported (missing LICENSE, DEPENDS overwritten)"
+
+# An old pin: the first commit's tree, which differs in src/ from HEAD's.
+first="$(git rev-list --max-parents=0 HEAD | tail -n 1)"
+old="$tmp/fusiond_old.bb"
+sed "s/^SRCREV = .*/SRCREV = \"$first\"/" "$(echo yocto/meta-fusiond/recipes-fusiond/fusiond/fusiond_*.bb)" >"$old"
+if out="$(python3 yocto/update-crates.py --check --recipe "$old" 2>&1)"; then
+    echo "$out"; echo "update-crates.py --check passed a recipe pinned to ${first:0:12}: the pin check does not work" >&2
+    exit 1
+fi
+grep -q "builds an older tree" <<<"$out" || { echo "$out"; echo "the old pin was refused for the wrong reason" >&2; exit 1; }
+echo "pin check: a recipe pinned to the first commit (${first:0:12}) is refused as an older tree"

@@ -14,8 +14,12 @@ CVE_PRODUCT = "fusiond"
 DEPENDS += "clang-native systemd"
 
 SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
-# Release tooling moves SRCREV with each release; fusiond-crates.inc is
-# regenerated from that commit's Cargo.lock by yocto/update-crates.py.
+# The tree this recipe builds. `yocto/update-crates.py --pin` sets SRCREV,
+# PV and fusiond-crates.inc together after every change to Cargo.toml,
+# Cargo.lock, src/, systemd/ or config/, and `yocto/lint.sh` fails in CI
+# while SRCREV's copy of those differs from HEAD's. bitbake appends the
+# revision to a PV ending in +git.
+PV = "0.1.0+git"
 SRCREV = "9620fa5b77b6bdae6311969ce72f87fa72c99a33"
 
 S = "${WORKDIR}/git"
