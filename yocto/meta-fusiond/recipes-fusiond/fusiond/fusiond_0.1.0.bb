@@ -20,7 +20,7 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git.
 PV = "0.1.0+git"
-SRCREV = "9620fa5b77b6bdae6311969ce72f87fa72c99a33"
+SRCREV = "59d8d3ac38b734a1fce3469c8bc57a719a074cc2"
 
 S = "${WORKDIR}/git"
 
