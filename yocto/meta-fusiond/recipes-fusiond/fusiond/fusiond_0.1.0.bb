@@ -13,13 +13,14 @@ CVE_PRODUCT = "fusiond"
 # links libsystemd.
 DEPENDS += "clang-native systemd"
 
+PV = "0.1.0+git"
+
 SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # The tree this recipe builds. `yocto/update-crates.py --pin` sets SRCREV,
 # PV and fusiond-crates.inc together after every change to Cargo.toml,
 # Cargo.lock, src/, systemd/ or config/, and `yocto/lint.sh` fails in CI
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git.
-PV = "0.1.0+git"
 SRCREV = "59d8d3ac38b734a1fce3469c8bc57a719a074cc2"
 
 S = "${WORKDIR}/git"
