@@ -21,7 +21,7 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # Cargo.lock, src/, systemd/ or config/, and `yocto/lint.sh` fails in CI
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git.
-SRCREV = "59d8d3ac38b734a1fce3469c8bc57a719a074cc2"
+SRCREV = "588544c88453ca2d0ede83a50a299635d943f219"
 
 S = "${WORKDIR}/git"
 
