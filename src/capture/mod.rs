@@ -1,6 +1,7 @@
 //! Frame sources behind one narrow trait, and the latest-frame-wins hand-off
 //! between capture and processing.
 
+pub mod buffer;
 mod fake;
 mod latest;
 mod mjpeg;

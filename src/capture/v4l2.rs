@@ -1,6 +1,6 @@
+use super::buffer::{to_rgb, BufferFormat};
 use super::{CaptureError, Frame, FrameSource};
 use crate::config::CameraConfig;
-use crate::vision::{nv12_to_rgb, yuyv_to_rgb, RgbImage};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 use v4l::buffer::Type;
@@ -117,18 +117,6 @@ impl V4l2Source {
     }
 }
 
-/// Drops row padding: `rows` rows of `row` bytes each, `stride` apart.
-fn unpad<'a>(src: &'a [u8], stride: usize, row: usize, rows: usize, out: &'a mut Vec<u8>) -> &'a [u8] {
-    if stride <= row || src.len() < stride * (rows - 1) + row {
-        return src;
-    }
-    out.clear();
-    for r in 0..rows {
-        out.extend_from_slice(&src[r * stride..r * stride + row]);
-    }
-    out
-}
-
 impl FrameSource for V4l2Source {
     fn name(&self) -> String {
         format!("v4l2:{}", self.name)
@@ -143,23 +131,9 @@ impl FrameSource for V4l2Source {
             Err(e) => return Err(CaptureError::Open { path: self.name.clone(), message: e.to_string() }),
         };
         let data = &buf[..(meta.bytesused as usize).min(buf.len())];
-        let (w, h) = (self.width, self.height);
-        if frame.image.dimensions() != (w, h) {
-            frame.image = RgbImage::new(w, h);
-        }
-        let format_err = |message: String| CaptureError::Format { source_name: self.name.clone(), message };
-        match &self.fourcc {
-            b"YUYV" => {
-                let data = unpad(data, self.stride, w as usize * 2, h as usize, &mut self.packed);
-                yuyv_to_rgb(data, &mut frame.image).map_err(|e| format_err(e.to_string()))?;
-            }
-            b"NV12" => {
-                // Both planes share the stride; the chroma plane follows h rows.
-                let data = unpad(data, self.stride, w as usize, h as usize * 3 / 2, &mut self.packed);
-                nv12_to_rgb(data, &mut frame.image).map_err(|e| format_err(e.to_string()))?;
-            }
-            _ => super::mjpeg::decode(data, &mut frame.image).map_err(format_err)?,
-        }
+        let format = BufferFormat { fourcc: self.fourcc, width: self.width, height: self.height, stride: self.stride };
+        to_rgb(data, &format, &mut self.packed, &mut frame.image)
+            .map_err(|message| CaptureError::Format { source_name: self.name.clone(), message })?;
         frame.captured = SystemTime::now();
         frame.seq = meta.sequence as u64;
         Ok(())
@@ -168,7 +142,6 @@ impl FrameSource for V4l2Source {
 
 #[cfg(test)]
 mod tests {
-    use crate::vision::RgbImage;
     use std::path::Path;
     use std::process::Command;
     use v4l::v4l2::vidioc::*;
@@ -236,26 +209,5 @@ mod tests {
             assert_eq!(ours, c, "{name}: argument of {} bytes here, {} in the C headers", size(ours), size(c));
         }
         println!("{} V4L2 ioctl numbers match the C headers", OURS.len());
-    }
-
-    #[test]
-    fn padded_nv12_rows_are_repacked_before_conversion() {
-        // A 4x2 NV12 frame (2 luma rows, 1 chroma row) with rows padded to 8.
-        let (stride, w) = (8usize, 4usize);
-        let packed: Vec<u8> = (0..(w * 3)).map(|i| 16 + i as u8 * 10).collect();
-        let mut padded = Vec::new();
-        for row in packed.chunks(w) {
-            padded.extend_from_slice(row);
-            padded.extend_from_slice(&[0xEE; 4]);
-        }
-        let mut scratch = Vec::new();
-        assert_eq!(super::unpad(&padded, stride, w, 3, &mut scratch), &packed[..]);
-        let (mut a, mut b) = (RgbImage::new(4, 2), RgbImage::new(4, 2));
-        crate::vision::nv12_to_rgb(super::unpad(&padded, stride, w, 3, &mut scratch), &mut a).unwrap();
-        crate::vision::nv12_to_rgb(&packed, &mut b).unwrap();
-        assert_eq!(a, b, "the padding never reaches the picture");
-        // No padding, or a buffer too short for the stride: left as it is.
-        assert_eq!(super::unpad(&packed, w, w, 3, &mut scratch), &packed[..]);
-        assert_eq!(super::unpad(&padded[..10], stride, w, 3, &mut scratch), &padded[..10]);
     }
 }

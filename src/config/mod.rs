@@ -121,10 +121,10 @@ impl Config {
     /// Reads `path` (when it exists) and then `<dir of path>/conf.d/*.toml`.
     /// A missing main file means the built-in defaults.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let mut value = toml::Value::Table(Default::default());
         let read = |p: &Path| std::fs::read_to_string(p).map_err(|source| ConfigError::Read { path: p.into(), source });
+        let mut layers = Vec::new();
         match read(path) {
-            Ok(text) => merge(&mut value, parse_fragment(&text, path)?),
+            Ok(text) => layers.push((path.to_path_buf(), text)),
             Err(ConfigError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
@@ -136,10 +136,22 @@ impl Config {
                 .collect();
             files.sort();
             for f in files {
-                merge(&mut value, parse_fragment(&read(&f)?, &f)?);
+                let text = read(&f)?;
+                layers.push((f, text));
             }
         }
-        Config::from_value(value, path)
+        Config::layered(&layers, path)
+    }
+
+    /// The config that `layers` (file, text) give when each is merged over
+    /// the ones before it, as [`Config::load`] reads them; `origin` names
+    /// the whole in errors that no single layer caused.
+    pub fn layered(layers: &[(PathBuf, String)], origin: &Path) -> Result<Config, ConfigError> {
+        let mut value = toml::Value::Table(Default::default());
+        for (path, text) in layers {
+            merge(&mut value, parse_fragment(text, path)?);
+        }
+        Config::from_value(value, origin)
     }
 
     fn from_value(value: toml::Value, origin: &Path) -> Result<Config, ConfigError> {

@@ -127,8 +127,12 @@ impl CameraConfig {
         if let Some(f) = self.formats.iter().find(|f| !matches!(f.as_str(), "MJPG" | "YUYV" | "NV12")) {
             return bad(format!("camera.formats: `{f}` is not one of MJPG, YUYV, NV12"));
         }
-        if self.formats.is_empty() || self.width == 0 || self.height == 0 || self.width % 2 != 0 || self.fps == 0 {
-            return bad("camera.formats must not be empty, width and height must be even and > 0, fps > 0");
+        let side = |v: u32| (1..=crate::capture::buffer::MAX_SIDE).contains(&v);
+        if self.formats.is_empty() || !side(self.width) || !side(self.height) || self.width % 2 != 0 || self.fps == 0 {
+            return bad(format!(
+                "camera.formats must not be empty, width and height 1 to {} and width even, fps > 0",
+                crate::capture::buffer::MAX_SIDE
+            ));
         }
         if self.reconnect_min_ms == 0 || self.reconnect_max_ms < self.reconnect_min_ms || self.stall_timeout_ms == 0 {
             return bad("camera: need 0 < reconnect_min_ms <= reconnect_max_ms and stall_timeout_ms > 0");
@@ -382,7 +386,8 @@ impl OutputConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct DebugConfig {
     /// Accept the `stall` command, which hangs the processing loop so the
-    /// systemd watchdog fires, and `panic`, which panics in it so the
-    /// journal's panic record can be checked.
+    /// systemd watchdog fires, `panic`, which panics in it so the journal's
+    /// panic record can be checked, and `unplug`, which fails the camera for
+    /// a while (the soak's camera fault).
     pub stall_command: bool,
 }

@@ -75,6 +75,8 @@ pub enum Effect {
     Stall,
     /// Panic in the processing loop (journald tests only).
     Panic,
+    /// Fail the camera as if unplugged for this long (fault tests only).
+    Unplug(std::time::Duration),
     /// Publish on `error`; nothing changed.
     Error(CommandError),
 }
@@ -186,6 +188,7 @@ impl Control {
             Command::Reload => vec![Effect::Reload],
             Command::Stall => vec![Effect::Stall],
             Command::Panic => vec![Effect::Panic],
+            Command::Unplug(d) => vec![Effect::Unplug(d)],
         }
     }
 

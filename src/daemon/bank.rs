@@ -44,8 +44,14 @@ impl FaceBank {
             }
             Err(source) => return Err(BankError::Io { path, source }),
         };
+        FaceBank::parse(path, &bytes)
+    }
+
+    /// The bank in `bytes`, a safetensors file of F32 `[512]` tensors; `path`
+    /// is where it is saved to and what errors name.
+    pub fn parse(path: PathBuf, bytes: &[u8]) -> Result<FaceBank, BankError> {
         let corrupt = |message: String| BankError::Corrupt { path: path.clone(), message };
-        let st = SafeTensors::deserialize(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        let st = SafeTensors::deserialize(bytes).map_err(|e| corrupt(e.to_string()))?;
         let mut entries = BTreeMap::new();
         for (name, view) in st.tensors() {
             if view.dtype() != Dtype::F32 || view.shape() != [LATENT_LEN] {

@@ -96,6 +96,38 @@ impl Health {
 pub struct CaptureCounters {
     pub frames: AtomicU64,
     pub lost: AtomicBool,
+    /// An `unplug` command waiting for the camera thread: milliseconds.
+    unplug_ms: AtomicU64,
+}
+
+impl CaptureCounters {
+    /// Asks the camera thread to fail as if unplugged for `d`.
+    pub fn unplug(&self, d: Duration) {
+        self.unplug_ms.store(d.as_millis().clamp(1, u64::MAX as u128) as u64, Ordering::Relaxed);
+    }
+}
+
+/// The unplug fault: while it lasts, the open source is gone and opening
+/// fails, exactly as a pulled USB camera does.
+#[derive(Default)]
+struct Unplugged {
+    until: Option<Instant>,
+}
+
+impl Unplugged {
+    fn check(&mut self, counters: &CaptureCounters, now: Instant) -> Option<CaptureError> {
+        let asked = counters.unplug_ms.swap(0, Ordering::Relaxed);
+        if asked > 0 {
+            self.until = Some(now + Duration::from_millis(asked));
+        }
+        match self.until {
+            Some(t) if now < t => Some(CaptureError::Disconnected("the camera (unplug command)".into())),
+            _ => {
+                self.until = None;
+                None
+            }
+        }
+    }
 }
 
 /// Runs until `stop`; closes the mailbox when it ends.
@@ -111,11 +143,13 @@ pub fn capture_loop(
     let mut frame = Frame::empty();
     let mut seq = 0u64;
     let mut events = Vec::new();
+    let mut unplugged = Unplugged::default();
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
-        let result = match source.as_mut() {
-            Some(s) => s.next_frame(&mut frame),
-            None => match open() {
+        let result = match (unplugged.check(counters, now), source.as_mut()) {
+            (Some(gone), _) => Err(gone),
+            (None, Some(s)) => s.next_frame(&mut frame),
+            (None, None) => match open() {
                 Ok(s) => {
                     log::info!("camera: opened {}", s.name());
                     source = Some(s);
@@ -186,6 +220,19 @@ mod tests {
         assert!(!h.is_lost());
         // A second loss starts the backoff again from the minimum.
         assert_eq!(h.on_error(&gone, t, &mut ev), Action::Reopen(Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn an_unplug_fails_the_camera_for_its_time_then_lets_it_open() {
+        let counters = CaptureCounters::default();
+        let mut u = Unplugged::default();
+        let t = Instant::now();
+        assert!(u.check(&counters, t).is_none(), "nothing asked");
+        counters.unplug(Duration::from_secs(2));
+        assert!(matches!(u.check(&counters, t), Some(CaptureError::Disconnected(_))));
+        assert!(u.check(&counters, t + Duration::from_millis(1999)).is_some(), "still unplugged");
+        assert!(u.check(&counters, t + Duration::from_secs(2)).is_none(), "plugged back");
+        assert!(u.check(&counters, t + Duration::from_secs(3)).is_none());
     }
 
     #[test]

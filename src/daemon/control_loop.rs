@@ -106,6 +106,7 @@ impl ControlLoop<'_> {
                 Effect::Reload => self.reload(),
                 Effect::Stall => self.mailbox.stall(),
                 Effect::Panic => self.mailbox.panic(),
+                Effect::Unplug(d) => self.counters.capture.unplug(d),
             }
         }
     }
@@ -149,9 +150,9 @@ impl ControlLoop<'_> {
         let (embedding, cached) = match self.sources.get(&hash) {
             Some(e) => ((*e).clone(), true),
             None => {
-                let img = image::load_from_memory(&bytes).map_err(|e| format!("the image cannot be decoded: {e}"))?;
+                let img = crate::mqtt::command::decode_source_image(&bytes)?;
                 let id = &mut self.identifier;
-                let e = largest_identity(&mut id.detector, &mut id.recognizer, &img.to_rgb8(), "the source image")
+                let e = largest_identity(&mut id.detector, &mut id.recognizer, &img, "the source image")
                     .map_err(|e| e.to_string())?;
                 self.sources.insert(&hash, Arc::new(e.clone()), 1);
                 (e, false)

@@ -12,9 +12,10 @@ mod server;
 mod settings;
 pub mod wire;
 
+pub use handlers::Access;
 pub use hub::FrameHub;
 pub use routes::{route, Route};
-pub use server::{Options, Server};
+pub use server::{respond, Answered, Options, Server};
 pub use settings::HttpSettings;
 
 use crate::control::{Inbox, Incoming};

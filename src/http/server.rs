@@ -144,21 +144,42 @@ fn linger(conn: &mut TcpStream) {
 }
 
 fn serve(mut conn: TcpStream, shared: &Shared) {
-    let request = match wire::read_request(&mut conn, &shared.limits) {
+    if respond(&mut conn, &shared.limits, &shared.state, &shared.access) == Answered::Refused {
+        linger(&mut conn);
+    }
+}
+
+/// How [`respond`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answered {
+    /// A request was read and handled.
+    Handled,
+    /// The request could not be read (too big, too slow, malformed) and
+    /// was answered with the reason.
+    Refused,
+    /// The client went away before a whole request arrived.
+    Gone,
+}
+
+/// Reads one request from `conn` within `limits` and answers it: the whole
+/// life of a connection but the socket's own handling.
+pub fn respond(conn: &mut impl wire::Conn, limits: &Limits, state: &Arc<HttpState>, access: &Access) -> Answered {
+    let request = match wire::read_request(conn, limits) {
         Ok(r) => r,
         Err(Some(refusal)) => {
-            let _ = conn.set_write_timeout(Some(Duration::from_secs(5)));
+            let _ = conn.set_timeout(Duration::from_secs(5));
             let answer: Response = handlers::error(refusal.status, &refusal.reason);
-            let _ = answer.write(&mut conn, false);
-            return linger(&mut conn);
+            let _ = answer.write(conn, false);
+            return Answered::Refused;
         }
-        Err(None) => return,
+        Err(None) => return Answered::Gone,
     };
     // A client that stops reading (a stalled stream) is dropped after this.
-    let _ = conn.set_write_timeout(Some(Duration::from_secs(10)));
-    if let Err(e) = handlers::handle(&request, &shared.state, &shared.access, &mut conn) {
+    let _ = conn.set_timeout(Duration::from_secs(10));
+    if let Err(e) = handlers::handle(&request, state, access, conn) {
         log::debug!("http: {} {}: {e}", request.method, request.target);
     }
+    Answered::Handled
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Which engine runs which model, as [`InferenceSettings`] says.
 
-use super::{Backend, EngineKind, InferenceSettings, TractBackend};
+use super::{Backend, EngineKind, InferenceSettings};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -13,6 +13,8 @@ pub enum EngineError {
     NotBuilt,
     #[error("cannot start ONNX Runtime: {0}")]
     Ort(String),
+    #[error("this fusiond was built without the tract engine; rebuild with the default features")]
+    NoTract,
 }
 
 /// The backends models are loaded with: one default, plus per-model choices.
@@ -43,14 +45,16 @@ impl Engines {
     /// The engines `[inference]` names. ONNX Runtime is started (its library
     /// loaded) only when some model uses it.
     pub fn from_settings(config: &InferenceSettings) -> Result<Self, EngineError> {
-        let tract: Arc<dyn Backend> = Arc::new(TractBackend::with_threads(config.tract_threads));
+        let tract = tract_backend(config);
         let ort = if config.uses_ort() { Some(ort_backend(config)?) } else { None };
-        let pick = |kind: EngineKind| match (kind, &ort) {
-            (EngineKind::Ort, Some(o)) => o.clone(),
-            _ => tract.clone(),
+        let pick = |kind: EngineKind| match (kind, &ort, &tract) {
+            (EngineKind::Ort, Some(o), _) => Ok(o.clone()),
+            (_, _, Some(t)) => Ok(t.clone()),
+            _ => Err(EngineError::NoTract),
         };
-        let by_model = config.engines.iter().map(|(name, kind)| (name.clone(), pick(*kind))).collect();
-        Ok(Engines { default: pick(config.engine), by_model })
+        let by_model =
+            config.engines.iter().map(|(name, kind)| Ok((name.clone(), pick(*kind)?))).collect::<Result<_, _>>()?;
+        Ok(Engines { default: pick(config.engine)?, by_model })
     }
 
     pub fn for_model(&self, name: &str) -> &dyn Backend {
@@ -72,6 +76,16 @@ impl Engines {
     }
 }
 
+#[cfg(feature = "tract")]
+fn tract_backend(config: &InferenceSettings) -> Option<Arc<dyn Backend>> {
+    Some(Arc::new(super::TractBackend::with_threads(config.tract_threads)))
+}
+
+#[cfg(not(feature = "tract"))]
+fn tract_backend(_: &InferenceSettings) -> Option<Arc<dyn Backend>> {
+    None
+}
+
 #[cfg(feature = "ort")]
 fn ort_backend(config: &InferenceSettings) -> Result<Arc<dyn Backend>, EngineError> {
     Ok(Arc::new(super::OrtBackend::new(config.ort.clone()).map_err(|e| EngineError::Ort(e.to_string()))?))
@@ -86,6 +100,7 @@ fn ort_backend(_: &InferenceSettings) -> Result<Arc<dyn Backend>, EngineError> {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "tract")]
     #[test]
     fn models_follow_the_default_unless_named() {
         let config = InferenceSettings::default();

@@ -10,6 +10,7 @@ pub mod onnx;
 mod ort;
 mod settings;
 mod tensor;
+#[cfg(feature = "tract")]
 mod tract;
 
 pub use engines::{EngineError, Engines};
@@ -19,6 +20,7 @@ pub use settings::{
     CudaSettings, EngineKind, InferenceSettings, OrtSettings, ProviderKind, TensorrtSettings, MAX_THREADS,
 };
 pub use tensor::Tensor;
+#[cfg(feature = "tract")]
 pub use tract::TractBackend;
 
 use std::sync::Arc;
@@ -91,6 +93,7 @@ impl InputShape {
         InputShape { input: InputRef::Index(0), shape: shape.to_vec() }
     }
 
+    #[cfg_attr(not(any(feature = "tract", feature = "ort")), allow(dead_code))]
     fn matches(&self, index: usize, name: &str) -> bool {
         match &self.input {
             InputRef::Name(n) => n == name,
@@ -102,6 +105,7 @@ impl InputShape {
 /// Fixes the shape of every declared input (name, static shape if any):
 /// from `specs`, else from a fully static declaration. A spec that names no
 /// declared input is an error. Shared by the engines.
+#[cfg_attr(not(any(feature = "tract", feature = "ort")), allow(dead_code))]
 fn fix_input_shapes(declared: &[(String, Option<Vec<usize>>)], specs: &[InputShape]) -> Result<Vec<InputSpec>> {
     for spec in specs {
         if !declared.iter().enumerate().any(|(i, (n, _))| spec.matches(i, n)) {
@@ -129,6 +133,7 @@ fn fix_input_shapes(declared: &[(String, Option<Vec<usize>>)], specs: &[InputSha
 }
 
 /// The tensor `given` for `spec`, checked against the shape it was loaded for.
+#[cfg_attr(not(any(feature = "tract", feature = "ort")), allow(dead_code))]
 fn fed<'a>(spec: &InputSpec, given: &[(&str, &'a Tensor)]) -> Result<&'a Tensor> {
     let t = given
         .iter()

@@ -2,9 +2,10 @@
 //! keeps outside the compute graph (inswapper's emap).
 
 use super::{InferError, Result, Tensor};
-use tract_onnx::pb;
-use tract_onnx::prelude::Framework;
+#[cfg(feature = "tract")]
+use tract_onnx::{pb, prelude::Framework};
 
+#[cfg(feature = "tract")]
 fn f32_values(t: &pb::TensorProto) -> Option<Vec<f32>> {
     const FLOAT: i32 = 1;
     if t.data_type != FLOAT {
@@ -22,6 +23,7 @@ fn f32_values(t: &pb::TensorProto) -> Option<Vec<f32>> {
 /// The last initializer of the graph, which is where insightface stores
 /// inswapper's emap. Only meaningful on the float export: quantisers rename,
 /// fold and reorder initializers.
+#[cfg(feature = "tract")]
 pub fn last_initializer(bytes: &[u8]) -> Result<(String, Tensor)> {
     let proto =
         tract_onnx::onnx().proto_model_for_read(&mut &bytes[..]).map_err(|e| InferError::Load(format!("{e:#}")))?;
@@ -34,4 +36,10 @@ pub fn last_initializer(bytes: &[u8]) -> Result<(String, Tensor)> {
     let tensor = Tensor::new(&shape, data)
         .ok_or_else(|| InferError::Load(format!("initializer `{}` does not hold {shape:?} values", last.name)))?;
     Ok((last.name.clone(), tensor))
+}
+
+/// Without tract there is no ONNX reader in the binary (fuzz builds only).
+#[cfg(not(feature = "tract"))]
+pub fn last_initializer(_: &[u8]) -> Result<(String, Tensor)> {
+    Err(InferError::Engine("this fusiond was built without the tract feature, which reads ONNX files".into()))
 }

@@ -5,6 +5,13 @@
 use crate::face::{Blend, ColorTransfer, FaceOrder, SelectorMode};
 use serde::Serialize;
 
+/// Decodes the pixels of a source image that [`parse`] accepted (format,
+/// byte count and header size already checked against the limits).
+pub fn decode_source_image(bytes: &[u8]) -> Result<crate::vision::RgbImage, String> {
+    let img = image::load_from_memory(bytes).map_err(|e| format!("the image cannot be decoded: {e}"))?;
+    Ok(img.to_rgb8())
+}
+
 /// Where to take the source identity from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceCommand {
@@ -47,6 +54,9 @@ pub enum Command {
     Stall,
     /// Panic in the processing loop (tests of the journald panic record).
     Panic,
+    /// The camera fails as if unplugged for this long (fault tests: the
+    /// soak); it is then opened again as after a real unplug.
+    Unplug(std::time::Duration),
 }
 
 /// Why a command was refused, as published on `<base>/error`.
@@ -68,8 +78,8 @@ pub struct CommandLimits {
     pub tiers: Vec<String>,
     /// Highest `frame_rate`.
     pub max_frame_rate: f32,
-    /// Accept `stall` and `panic` (`debug.stall_command`, for watchdog and
-    /// journald tests).
+    /// Accept `stall`, `panic` and `unplug` (`debug.stall_command`, for
+    /// watchdog, journald and fault tests).
     pub allow_stall: bool,
 }
 
@@ -271,6 +281,10 @@ pub fn parse(feature: &str, payload: &[u8], limits: &CommandLimits) -> Result<Co
         "reload" => Ok(Command::Reload),
         "stall" if limits.allow_stall => Ok(Command::Stall),
         "panic" if limits.allow_stall => Ok(Command::Panic),
+        "unplug" if limits.allow_stall => {
+            let seconds = number(text(payload, &err)?, 0.1, 600.0, &err)?;
+            Ok(Command::Unplug(std::time::Duration::from_secs_f32(seconds)))
+        }
         _ => Err(err(format!("unknown command; known: {}", super::topics::FEATURES.join(", ")))),
     }
 }

@@ -1,4 +1,5 @@
 use super::*;
+use std::time::Duration;
 
 fn ok(feature: &str, payload: &[u8]) -> Command {
     parse(feature, payload, &CommandLimits::default()).unwrap()
@@ -88,6 +89,11 @@ fn wrong_types_and_out_of_range_values_are_refused() {
     assert!(refused("stall", b"now").contains("unknown command") && refused("panic", b"now").contains("unknown"));
     let debug = CommandLimits { allow_stall: true, ..CommandLimits::default() };
     assert_eq!(parse("panic", b"now", &debug), Ok(Command::Panic));
+    assert_eq!(parse("unplug", b"2.5", &debug), Ok(Command::Unplug(Duration::from_millis(2500))));
+    assert!(refused("unplug", b"2").contains("unknown command"));
+    for bad in ["0", "601", "-1", "inf", "NaN", "soon"] {
+        assert!(parse("unplug", bad.as_bytes(), &debug).is_err(), "{bad}");
+    }
     assert!(refused("source", b"alice,,bob").contains("commas"));
     assert!(refused("source", "a,".repeat(17).trim_end_matches(',').as_bytes()).contains("up to 16"));
     assert!(refused("mask_blur", b"2").contains("outside"));

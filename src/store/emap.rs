@@ -44,22 +44,27 @@ pub fn write_emap(path: &Path, emap: &Tensor) -> Result<(), StoreError> {
     std::fs::write(path, data).map_err(|e| err(format!("cannot write {}: {e}", path.display())))
 }
 
-/// Reads a side file, checked to hold one `[512, 512]` F32 tensor.
+/// Reads a side file, checked to hold one `[rows, 512]` F32 tensor.
 pub fn read_emap(path: &Path) -> Result<Tensor, StoreError> {
     let err = |m: String| StoreError::Emap(format!("{}: {m}; regenerate it with `fusiond emap`", path.display()));
     let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
     // SAFETY: a read-only mapping of a side file that only this process reads.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| err(e.to_string()))?;
-    let st = safetensors::SafeTensors::deserialize(&map).map_err(|e| err(e.to_string()))?;
-    let view = st.tensor(EMAP_TENSOR).map_err(|e| err(e.to_string()))?;
+    parse_emap(&map).map_err(err)
+}
+
+/// The emap in a side file's bytes.
+pub fn parse_emap(bytes: &[u8]) -> Result<Tensor, String> {
+    let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
+    let view = st.tensor(EMAP_TENSOR).map_err(|e| e.to_string())?;
     if view.dtype() != safetensors::Dtype::F32 {
-        return Err(err(format!("tensor `emap` is {:?}, not F32", view.dtype())));
+        return Err(format!("tensor `emap` is {:?}, not F32", view.dtype()));
     }
     if view.shape().len() != 2 || view.shape()[1] != LATENT_LEN {
-        return Err(err(format!("tensor `emap` has shape {:?}, not [rows, {LATENT_LEN}]", view.shape())));
+        return Err(format!("tensor `emap` has shape {:?}, not [rows, {LATENT_LEN}]", view.shape()));
     }
     let data = view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-    Tensor::new(view.shape(), data).ok_or_else(|| err("tensor `emap` has a bad length".into()))
+    Tensor::new(view.shape(), data).ok_or_else(|| "tensor `emap` has a bad length".into())
 }
 
 /// The emap for `entry`: its side file when present, else read from the

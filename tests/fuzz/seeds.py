@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Seed corpora for the fuzz targets, from the real files: the photos and
+camera frames in ../shared, the repository's config and manifest, and face
+bank / emap files and V4L2 buffers built from them (ffmpeg converts a real
+frame to YUYV and NV12). Each target's input layout is in tests/fuzz/src/lib.rs.
+
+  tests/fuzz/seeds.py SHARED OUT     (writes OUT/<target>/seed-*)
+"""
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+FEATURES = ["enabled", "source", "quality", "blend", "selector", "face_order", "color_transfer", "mouth_mask",
+            "map", "frame_rate", "mask_blur", "mask_padding", "reference_distance", "snapshot", "reload"]
+PAYLOADS = {"enabled": b"ON", "quality": b"fast", "blend": b"80", "selector": b"many", "face_order": b"large-small",
+            "color_transfer": b"rct", "mouth_mask": b"OFF", "map": b"alice=bob,carol=bob", "frame_rate": b"2.5",
+            "mask_blur": b"0.3", "mask_padding": b"0,5,10,5", "reference_distance": b"0.6", "snapshot": b"PRESS",
+            "reload": b"PRESS", "source": b"alice,alice2"}
+TOKEN = "fuzz-token-0123456789"
+
+
+def safetensors(tensors):
+    header, data = {}, b""
+    for name, shape, values in tensors:
+        raw = struct.pack(f"<{len(values)}f", *values)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    head = json.dumps(header).encode()
+    return struct.pack("<Q", len(head)) + head + data
+
+
+def raw_frame(jpeg, w, h, pix_fmt):
+    return subprocess.run(["ffmpeg", "-v", "error", "-i", str(jpeg), "-vf", f"scale={w}:{h}", "-pix_fmt", pix_fmt,
+                           "-f", "rawvideo", "-"], check=True, capture_output=True).stdout
+
+
+def mjpeg(jpeg, w, h):
+    return subprocess.run(["ffmpeg", "-v", "error", "-i", str(jpeg), "-vf", f"scale={w}:{h}", "-f", "mjpeg", "-"],
+                          check=True, capture_output=True).stdout
+
+
+def frame_seed(kind, w, h, stride, data):
+    return bytes([kind]) + struct.pack("<HH", w, h) + stride.to_bytes(3, "little") + data
+
+
+def http_seeds(photo):
+    auth = f"Authorization: Bearer {TOKEN}\r\n"
+    reqs = ["GET / HTTP/1.1\r\nHost: box\r\n\r\n", "GET /api/state HTTP/1.1\r\n\r\n", "HEAD /api/health HTTP/1.1\r\n\r\n",
+            "GET /metrics HTTP/1.0\r\n\r\n", "GET /snapshot.jpg HTTP/1.1\r\n\r\n", "GET /stream.mjpeg HTTP/1.1\r\n\r\n",
+            f"POST /api/blend HTTP/1.1\r\n{auth}Content-Length: 2\r\n\r\n80",
+            "POST /api/enabled HTTP/1.1\r\nContent-Length: 3\r\n\r\nOFF",
+            f"POST /api/mask_padding HTTP/1.1\r\n{auth}Content-Length: 8\r\n\r\n0,5,10,5",
+            "DELETE /api/state HTTP/1.1\r\n\r\n", "GET /nope?x=1 HTTP/1.1\r\n\r\n",
+            f"POST /api/reload HTTP/1.1\r\n{auth}Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"]
+    out = [bytes([64]) + r.encode() for r in reqs]
+    head = f"POST /api/source HTTP/1.1\r\n{auth}Content-Length: {len(photo)}\r\n\r\n".encode()
+    return out + [bytes([255]) + head + photo, bytes([1]) + b"GET /api/state HTTP/1.1\r\n\r\n"]
+
+
+def main(shared, out):
+    shared, out = Path(shared), Path(out)
+    repo = Path(__file__).resolve().parents[2]
+    photos = sorted((shared / "images").glob("*.jpg")) + sorted((shared / "images").glob("*.png"))
+    frame = shared / "camera/two_people_pan/frame_001.jpg"
+    small = min(photos, key=lambda p: p.stat().st_size).read_bytes()
+    config = (repo / "config/fusiond.toml").read_text()
+    fragment = '[camera]\nwidth = 320\nheight = 240\n\n[[tier]]\nname = "fast"\nmodels = ["yunet_2023mar"]\n'
+    emb = [((i * 37) % 101 - 50) / 400 for i in range(512)]
+    seeds = {
+        "command": [bytes([i]) + PAYLOADS[f] for i, f in enumerate(FEATURES)]
+        + [bytes([1]) + small, bytes([1]) + b"alice\n" + small, bytes([200]) + b"stall\nnow"],
+        "config": [config.encode(), (config + "\n%%\n" + fragment).encode(), fragment.encode()],
+        "manifest": [(repo / "models/manifest.toml").read_bytes()],
+        "bank": [safetensors([("alice", [512], emb), ("bob", [512], emb[::-1])]),
+                 safetensors([("emap", [2, 512], emb + emb)])],
+        "source_image": [p.read_bytes() for p in photos] + [b"obama\n" + small],
+        "frame": [frame_seed(0, 64, 48, 128, raw_frame(frame, 64, 48, "yuyv422")),
+                  frame_seed(1, 64, 48, 64, raw_frame(frame, 64, 48, "nv12")),
+                  frame_seed(2, 64, 48, 0, mjpeg(frame, 64, 48)),
+                  frame_seed(0, 32, 24, 80, b"".join(r + b"\xee" * 16 for r in chunks(raw_frame(frame, 32, 24,
+                                                                                              "yuyv422"), 64)))],
+        "http": http_seeds(small),
+    }
+    for target, items in seeds.items():
+        d = out / target
+        d.mkdir(parents=True, exist_ok=True)
+        for i, data in enumerate(items):
+            (d / f"seed-{i:02}").write_bytes(data)
+    print("fuzz seeds: " + ", ".join(f"{t} {len(v)}" for t, v in seeds.items()))
+
+
+def chunks(data, n):
+    return [data[i:i + n] for i in range(0, len(data), n)]
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])

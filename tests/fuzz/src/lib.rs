@@ -1,0 +1,188 @@
+//! What each fuzz target runs: the daemon's own entry point for that input,
+//! with the settings the daemon derives from its default config. A target
+//! passes when nothing panics, overflows or reads out of bounds; the
+//! results are not checked (the unit tests do that), only reached.
+
+use fusiond::capture::buffer::{to_rgb, BufferFormat};
+use fusiond::config::Config;
+use fusiond::control::{refusal, Control, Effect, Inbox};
+use fusiond::daemon::bank::FaceBank;
+use fusiond::daemon::DaemonSettings;
+use fusiond::http::wire::{Conn, Limits};
+use fusiond::http::{respond, Access, HttpState};
+use fusiond::manifest::Manifest;
+use fusiond::mqtt::command::decode_source_image;
+use fusiond::mqtt::topics::FEATURES;
+use fusiond::mqtt::{parse, CommandLimits, SourceCommand};
+use fusiond::store::emap::parse_emap;
+use fusiond::vision::RgbImage;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// Fuzzing decodes images of at most this many pixels, so that an
+/// iteration stays fast; the daemon's default is 24 MP, checked the same way.
+const MAX_PIXELS: u64 = 1 << 20;
+
+fn daemon_settings() -> &'static DaemonSettings {
+    static SETTINGS: OnceLock<DaemonSettings> = OnceLock::new();
+    SETTINGS.get_or_init(|| {
+        let config = Config::parse("", Path::new("fuzz.toml")).expect("the default config parses");
+        DaemonSettings::from_config(&config).expect("the default config gives settings")
+    })
+}
+
+fn limits() -> CommandLimits {
+    CommandLimits { max_image_pixels: MAX_PIXELS, ..daemon_settings().limits.clone() }
+}
+
+/// Decodes what a source command carries, as the control loop does.
+fn apply(effects: &[Effect]) {
+    for e in effects {
+        if let Effect::SetSource(SourceCommand::Image { bytes, .. }) = e {
+            let _ = decode_source_image(bytes);
+        }
+    }
+}
+
+/// `<feature byte><payload>`: a command through [`Control::handle`]. The
+/// byte picks one of the features, or past them takes the payload's first
+/// line as the feature name.
+pub fn command(data: &[u8]) {
+    let Some((&pick, rest)) = data.split_first() else { return };
+    let (feature, payload) = match FEATURES.get(pick as usize) {
+        Some(f) => (f.to_string(), rest),
+        None => {
+            let at = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+            (String::from_utf8_lossy(&rest[..at]).into_owned(), rest.get(at + 1..).unwrap_or_default())
+        }
+    };
+    let mut control = Control::new(daemon_settings().control.clone(), limits());
+    let effects = control.handle(&feature, payload);
+    let _ = refusal(&effects);
+    apply(&effects);
+    let _ = control.retained();
+}
+
+/// A main config and conf.d fragments, separated by `\n%%\n` lines.
+pub fn config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let layers: Vec<(PathBuf, String)> = text
+        .split("\n%%\n")
+        .enumerate()
+        .map(|(i, t)| (PathBuf::from(format!("conf.d/{i:02}.toml")), t.to_string()))
+        .collect();
+    if let Ok(config) = Config::layered(&layers, Path::new("fusiond.toml")) {
+        let _ = DaemonSettings::from_config(&config);
+        let _ = config.changed_keys(&Config::parse("", Path::new("fusiond.toml")).expect("defaults"));
+    }
+}
+
+pub fn manifest(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(m) = Manifest::parse(text, Path::new("manifest.toml"), Path::new("/models")) {
+        for e in &m.entries {
+            let _ = e.input_shapes();
+            let _ = e.resized([640, 640]);
+        }
+    }
+}
+
+/// The same bytes as a face bank and as an emap side file.
+pub fn bank(data: &[u8]) {
+    if let Ok(bank) = FaceBank::parse(PathBuf::from("face_bank.safetensors"), data) {
+        for name in bank.names() {
+            let _ = bank.get(&name);
+        }
+    }
+    let _ = parse_emap(data);
+}
+
+/// A `source` payload (image bytes, or `<name>\n<image bytes>`), checked
+/// and then decoded as the control loop does.
+pub fn source_image(data: &[u8]) {
+    if let Ok(fusiond::mqtt::Command::Source(SourceCommand::Image { bytes, .. })) = parse("source", data, &limits()) {
+        let _ = decode_source_image(&bytes);
+    }
+}
+
+/// `<format><width u16><height u16><stride u24><buffer>`: one V4L2 buffer
+/// with a hostile size, stride and byte count. Sides are kept to 2047 so an
+/// iteration stays fast; the 8192 bound is a unit test.
+pub fn frame(data: &[u8]) {
+    let Some((head, buffer)) = data.split_at_checked(8) else { return };
+    let fourcc = [*b"YUYV", *b"NV12", *b"MJPG"][head[0] as usize % 3];
+    let side = |a: u8, b: u8| u32::from(u16::from_le_bytes([a, b])) % 2048;
+    let stride = usize::from(head[5]) | usize::from(head[6]) << 8 | usize::from(head[7]) << 16;
+    let format = BufferFormat { fourcc, width: side(head[1], head[2]), height: side(head[3], head[4]), stride };
+    let (mut packed, mut image) = (Vec::new(), RgbImage::new(1, 1));
+    let _ = to_rgb(buffer, &format, &mut packed, &mut image);
+}
+
+/// A client's bytes, read `chunk` at a time, answered into `written`.
+struct Scripted<'a> {
+    input: &'a [u8],
+    chunk: usize,
+    written: Vec<u8>,
+}
+
+impl Read for Scripted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.chunk.min(buf.len()).min(self.input.len());
+        buf[..n].copy_from_slice(&self.input[..n]);
+        self.input = &self.input[n..];
+        Ok(n)
+    }
+}
+
+impl Write for Scripted<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.written.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Conn for Scripted<'_> {
+    fn set_timeout(&mut self, _: Duration) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The HTTP side as the daemon wires it: the state, the token, and a
+/// control loop behind the one inbox that answers each command.
+fn http_state() -> &'static (Arc<HttpState>, Access) {
+    static STATE: OnceLock<(Arc<HttpState>, Access)> = OnceLock::new();
+    STATE.get_or_init(|| {
+        let settings = daemon_settings();
+        let state = Arc::new(HttpState::new(5.0, 1 << 20));
+        let inbox = Arc::new(Inbox::new(64, Box::new(|_| {})));
+        state.set_commands(inbox.clone());
+        // Streams and snapshots answer at once: no frame will come.
+        state.hub.close();
+        let mut control = Control::new(settings.control.clone(), limits());
+        std::thread::spawn(move || loop {
+            if let Some(c) = inbox.recv_timeout(Duration::from_secs(1)) {
+                let effects = control.handle(&c.feature, &c.payload);
+                apply(&effects);
+                if let Some(reply) = c.reply {
+                    let _ = reply.try_send(refusal(&effects).map_or(Ok(()), Err));
+                }
+            }
+        });
+        (state, Access::new(Some("fuzz-token-0123456789".into())))
+    })
+}
+
+/// `<read size><bytes from the client>`: one connection, as the server
+/// serves it (`Authorization: Bearer fuzz-token-0123456789` is accepted).
+pub fn http(data: &[u8]) {
+    let Some((&chunk, input)) = data.split_first() else { return };
+    let (state, access) = http_state();
+    let mut conn = Scripted { input, chunk: usize::from(chunk).max(1), written: Vec::new() };
+    let _ = respond(&mut conn, &Limits::new(state.max_body), state, access);
+}

@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+"""The soak under faults (tests/soak.sh runs it): the daemon on the sample
+feed with a real mosquitto, for DURATION, while a scheduler
+  - restarts the broker (every DURATION/20, at least 30 s),
+  - unplugs the camera with the `unplug` debug command (every DURATION/6),
+  - sends SIGHUP and then a flood of valid and hostile commands (every
+    DURATION/12), and waits for every answer,
+  - fills the model tmpfs once (at half time), SIGHUPs, empties it, SIGHUPs,
+and a watcher reads every message on <base>/#. It prints RSS over time and
+its slope, processed fps, frames dropped, commands sent against answered,
+and reconnect times, then checks the goals: RSS after each flood back within
+5 % of its settled value, no command lost, every reconnect within the backoff
+bound, one process throughout. Exit 1 names each goal missed.
+"""
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+
+BASE = "fusiond/soak"
+CHEAP_VALID = [("blend", lambda r: str(r.randint(0, 100))), ("enabled", lambda r: "ON"),
+               ("mask_blur", lambda r: f"0.{r.randint(0, 9)}"), ("selector", lambda r: r.choice(["one", "many"])),
+               ("face_order", lambda r: "large-small")]
+HOSTILE = [("blend", "500"), ("blend", "abc"), ("launch", "1"), ("selector", "everyone"),
+           ("mask_padding", "1,2,x,4"), ("enabled", "\xff\xfe"), ("map", "a=b=c")]
+
+
+class Watch:
+    """Every message under BASE, in order (frames by size only)."""
+
+    def __init__(self, port):
+        self.lock = threading.Lock()
+        self.msgs = []
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="soak-watch")
+        self.client.reconnect_delay_set(0.1, 0.5)
+        self.client.on_connect = lambda c, *_: c.subscribe(f"{BASE}/#", qos=1)
+        self.client.on_message = self.on_message
+        self.client.connect_async("127.0.0.1", port)
+        self.client.loop_start()
+
+    def on_message(self, _c, _u, m):
+        payload = b"" if m.topic.endswith(("/frame", "/snapshot")) else m.payload
+        with self.lock:
+            self.msgs.append((time.monotonic(), m.topic[len(BASE) + 1:], payload))
+
+    def since(self, at):
+        with self.lock:
+            return self.msgs[at:]
+
+    def count(self):
+        with self.lock:
+            return len(self.msgs)
+
+    def send(self, feature, payload):
+        self.client.publish(f"{BASE}/{feature}/set", payload, qos=1)
+
+    def wait_for(self, at, pred, timeout):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for t, topic, payload in self.since(at):
+                if pred(topic, payload):
+                    return t
+            time.sleep(0.05)
+        return None
+
+
+def event_is(name):
+    return lambda topic, p: topic == "events" and json.loads(p).get("event") == name
+
+
+class Broker:
+    """mosquitto on 127.0.0.1:port, restartable."""
+
+    def __init__(self, conf, port, log):
+        self.conf, self.port, self.log = conf, port, log
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(["mosquitto", "-c", self.conf], stderr=open(self.log, "ab"))
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        sys.exit(f"soak: mosquitto did not listen on {self.port}; see {self.log}")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+    def restart(self):
+        self.stop()
+        self.start()
+
+
+class Soak:
+    def __init__(self, args):
+        self.args, self.rand = args, random.Random(7)
+        self.broker = Broker(args.mosquitto_conf, args.port, args.mosquitto_log)
+        self.watch = Watch(args.port)
+        self.daemon = subprocess.Popen([args.daemon, "run", "--config", args.config], stderr=open(args.log, "wb"))
+        self.pid = self.daemon.pid
+        self.rss = []  # (seconds since start, bytes)
+        self.settled = []  # (label, seconds, bytes): RSS once a fault has passed
+        self.sent, self.answered = {}, {}
+        self.reconnects, self.notes, self.start = [], [], time.monotonic()
+        self.photos = [Path(args.shared, "images", n).read_bytes() for n in ("fr_obama2.jpg", "fr_biden.jpg")]
+
+    def now(self):
+        return time.monotonic() - self.start
+
+    def rss_now(self):
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def sample(self):
+        while True:
+            try:
+                self.rss.append((self.now(), self.rss_now()))
+            except OSError:
+                return
+            time.sleep(2)
+
+    def settle(self, label):
+        time.sleep(self.args.settle)
+        self.settled.append((label, self.now(), self.rss_now()))
+
+    def restart_broker(self):
+        at = self.watch.count()
+        self.broker.restart()
+        up = time.monotonic()
+        seen = self.watch.wait_for(at, lambda t, p: t == "available" and p == b"online", 60)
+        self.reconnects.append(None if seen is None else seen - up)
+
+    def unplug(self):
+        at = self.watch.count()
+        self.watch.send("unplug", "3")
+        lost = self.watch.wait_for(at, event_is("camera_lost"), 30)
+        back = self.watch.wait_for(at, event_is("camera_back"), 60)
+        self.notes.append(f"unplug at {self.now():.0f}s: camera_lost {'yes' if lost else 'NO'}, "
+                          f"camera_back {'yes' if back else 'NO'}")
+        self.count("unplug", 1, 1 if lost and back else 0)
+
+    def sighup(self, label, expect="reloaded"):
+        at = self.watch.count()
+        os.kill(self.pid, signal.SIGHUP)
+        ok = self.watch.wait_for(at, event_is("reloaded"), 120)
+        refused = self.watch.wait_for(at, lambda t, p: t == "error" and json.loads(p).get("command") == "reload", 1)
+        outcome = "reloaded" if ok else ("refused" if refused else "NO ANSWER")
+        self.notes.append(f"SIGHUP ({label}) at {self.now():.0f}s: {outcome}")
+        self.count("SIGHUP", 1, 0 if outcome == "NO ANSWER" else 1)
+        return outcome
+
+    def count(self, feature, sent, answered):
+        self.sent[feature] = self.sent.get(feature, 0) + sent
+        self.answered[feature] = self.answered.get(feature, 0) + answered
+
+    def flood_commands(self):
+        out = []
+        for _ in range(self.args.flood):
+            roll = self.rand.random()
+            if roll < 0.5:
+                feature, make = self.rand.choice(CHEAP_VALID)
+                out.append((feature, make(self.rand)))
+            elif roll < 0.7:
+                out.append(self.rand.choice(HOSTILE))
+            elif roll < 0.8:
+                out.append(("source", self.rand.randbytes(300_000)))
+            elif roll < 0.9:
+                out.append(("source", self.rand.choice(self.photos)))
+            else:
+                out.append(("reload", "PRESS"))
+        return out
+
+    @staticmethod
+    def answers(msgs, feature):
+        n = 0
+        for _, topic, payload in msgs:
+            if topic == "error":
+                n += json.loads(payload).get("command") == feature
+            elif feature == "source":
+                n += topic == "events" and json.loads(payload).get("event") == "source_set"
+            elif feature == "reload":
+                n += topic == "events" and json.loads(payload).get("event") == "reloaded"
+            else:
+                n += topic == f"{feature}/state"
+        return n
+
+    def flood(self):
+        self.sighup("before the flood")
+        at = self.watch.count()
+        commands = self.flood_commands()
+        for feature, payload in commands:
+            self.watch.send(feature, payload)
+        want = {}
+        for feature, _ in commands:
+            want[feature] = want.get(feature, 0) + 1
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            msgs = self.watch.since(at)
+            got = {f: self.answers(msgs, f) for f in want}
+            if all(got[f] >= n for f, n in want.items()):
+                break
+            time.sleep(0.2)
+        for f, n in want.items():
+            self.count(f, n, min(got[f], n))
+        self.settle("flood")
+
+    def fill_tmpfs(self):
+        filler = Path(self.args.ramdisk, "filler")
+        with open(filler, "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * (1 << 20))
+            except OSError:
+                pass
+        outcome = self.sighup("tmpfs full")
+        filler.unlink()
+        after = self.sighup("tmpfs emptied")
+        self.notes.append(f"full tmpfs: reload {outcome}, then {after} once emptied")
+
+    def run(self):
+        d = self.args.seconds
+        if self.watch.wait_for(0, lambda t, p: t == "available" and p == b"online", 120) is None:
+            print(f"soak: FAILED: the daemon never came online; see {self.args.log}")
+            return 1
+        self.start = time.monotonic()
+        threading.Thread(target=self.sample, daemon=True).start()
+        time.sleep(self.args.warmup)
+        self.settled.append(("warm-up", self.now(), self.rss_now()))
+        every = {"broker": max(30, d / 20), "unplug": max(40, d / 6), "flood": max(25, d / 12)}
+        due = {k: self.args.warmup + v / 2 for k, v in every.items()}
+        due["tmpfs"] = d / 2
+        act = {"broker": self.restart_broker, "unplug": self.unplug, "flood": self.flood, "tmpfs": self.fill_tmpfs}
+        while True:
+            kind = min(due, key=due.get)
+            if due[kind] >= d:
+                break
+            time.sleep(max(0.0, due[kind] - self.now()))
+            act[kind]()
+            due[kind] = float("inf") if kind == "tmpfs" else due[kind] + every[kind]
+        time.sleep(max(0.0, d - self.now()))
+        return self.report()
+
+    def report(self):
+        msgs = self.watch.since(0)
+        stats = [json.loads(p) for _, t, p in msgs if t == "stats"]
+        faces = sum(1 for _, t, _ in msgs if t == "faces")
+        print(f"soak: {self.now():.0f} s, {len(msgs)} messages read ({faces} faces, {len(stats)} stats)")
+        step = max(1, len(self.rss) // 12)
+        print("soak: RSS over time: " + ", ".join(f"{t:.0f}s {b / 2**20:.0f}MB" for t, b in self.rss[::step]))
+        post = [(t, b) for t, b in self.rss if t >= self.args.warmup]
+        slope = linear_slope(post) * 3600 / 2**20 if len(post) > 2 else 0.0
+        print(f"soak: RSS slope after warm-up {slope:+.1f} MB/hour")
+        base = self.settled[0][2]
+        for label, t, b in self.settled:
+            print(f"soak: settled RSS {label} at {t:.0f}s: {b / 2**20:.1f} MB ({(b / base - 1) * 100:+.1f} %)")
+        if stats:
+            last = stats[-1]
+            fps = [s["processed_fps"] for s in stats if s.get("processed_fps")]
+            print(f"soak: processed fps mean {sum(fps) / max(1, len(fps)):.1f}, frames processed "
+                  f"{last['frames_processed']}, dropped {last['dropped_frames']} (newest wins), dropped "
+                  f"messages {last['dropped_messages']}, busy commands {last['dropped_commands']}, coalesced "
+                  f"{last['coalesced_commands']}, MQTT connects {last['mqtt_connects']}")
+        for f in sorted(self.sent):
+            print(f"soak: commands {f}: sent {self.sent[f]}, answered {self.answered[f]}")
+        shown = ", ".join("none" if r is None else f"{r:.2f}s" for r in self.reconnects)
+        print(f"soak: reconnects after broker restarts: {shown or 'no restart'}")
+        for n in self.notes:
+            print(f"soak: {n}")
+        return self.goals(base)
+
+    def goals(self, base):
+        missed = []
+        worst = max((abs(b / base - 1) for _, _, b in self.settled), default=0)
+        if worst > 0.05:
+            missed.append(f"settled RSS moved {worst * 100:.1f} % from the warm-up value (goal: within 5 %)")
+        lost = {f: self.sent[f] - self.answered[f] for f in self.sent if self.sent[f] != self.answered[f]}
+        if lost:
+            missed.append(f"commands without an answer: {lost}")
+        slow = [r for r in self.reconnects if r is None or r > self.args.reconnect_bound]
+        if slow:
+            missed.append(f"reconnects over {self.args.reconnect_bound} s: {slow}")
+        if self.daemon.poll() is not None:
+            missed.append(f"the daemon exited ({self.daemon.returncode}); see {self.args.log}")
+        for m in missed:
+            print(f"soak: FAILED: {m}")
+        if not missed:
+            print("soak: ok (RSS settled within 5 %, no command lost, reconnects within the bound, one process)")
+        return 1 if missed else 0
+
+
+def linear_slope(points):
+    n = len(points)
+    mx = sum(t for t, _ in points) / n
+    my = sum(b for _, b in points) / n
+    var = sum((t - mx) ** 2 for t, _ in points)
+    return sum((t - mx) * (b - my) for t, b in points) / var if var else 0.0
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--seconds", type=float, required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--daemon", required=True, help="the fusiond binary")
+    p.add_argument("--config", required=True)
+    p.add_argument("--log", required=True, help="where the daemon's log goes")
+    p.add_argument("--mosquitto-conf", required=True)
+    p.add_argument("--mosquitto-log", required=True)
+    p.add_argument("--shared", required=True)
+    p.add_argument("--ramdisk", required=True)
+    p.add_argument("--warmup", type=float, default=30)
+    p.add_argument("--settle", type=float, default=10)
+    p.add_argument("--flood", type=int, default=200)
+    p.add_argument("--reconnect-bound", type=float, default=7, help="mqtt.reconnect_max_s plus 2 s")
+    soak = Soak(p.parse_args())
+    try:
+        code = soak.run()
+    finally:
+        soak.daemon.terminate()
+        soak.daemon.wait(30)
+        soak.broker.stop()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
