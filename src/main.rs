@@ -21,6 +21,8 @@ impl log::Log for StderrLog {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts (daemon::memory says why).
+    fusiond::daemon::cap_arenas();
     let cli = Cli::parse();
     let level = match cli.verbose {
         0 => log::LevelFilter::Info,

@@ -27,11 +27,13 @@ echo "== INT8 models (models/quantize; INT8 vs FP32 on onnxruntime)"
 FUSIOND_ORT_LIBRARY="$("$FUSIOND_PYTHON" -c 'import glob, os, onnxruntime as o; print(sorted(glob.glob(os.path.join(os.path.dirname(o.__file__), "capi", "libonnxruntime.so.*")))[-1])')"
 export FUSIOND_ORT_LIBRARY
 
-echo "== cargo fmt --check"
+echo "== cargo fmt --check (the daemon, then the fuzz targets' own crate)"
 cargo fmt --check
-echo "== cargo clippy (default features, then --features ort)"
+cargo fmt --check --manifest-path tests/fuzz/Cargo.toml
+echo "== cargo clippy (default features, --features ort, and the library without engines as fuzzing builds it)"
 cargo clippy --all-targets --quiet -- -D warnings
 cargo clippy --all-targets --quiet --features ort -- -D warnings
+cargo clippy --lib --quiet --no-default-features -- -D warnings
 echo "== cargo test (tract only: no ONNX Runtime code in the binary)"
 cargo test
 echo "== cargo test --features ort (ONNX Runtime $FUSIOND_ORT_LIBRARY)"
@@ -43,6 +45,14 @@ export FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond"
 "$FUSIOND_PYTHON" -m pytest -q tests/python
 echo "== VM boot test (tests/vm/run.sh: bookworm guest, vivid, mosquitto, the units)"
 bash tests/vm/run.sh
+# The soak's short version: the same faults and goals as tests/soak.sh 1h,
+# in 2 minutes, on the dev build cargo test made.
+echo "== soak under faults, 2 minutes (tests/soak.sh 2m)"
+FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond" bash tests/soak.sh 2m
+# Every fuzz target for 20 s (about 9 min from a cold cache: nightly,
+# cargo-fuzz and the sanitizer build of fusiond without its engines).
+echo "== fuzzing, 20 s a target (tests/fuzz.sh 20)"
+bash tests/fuzz.sh 20
 # Cross builds (aarch64, armv7) tested under qemu-user, last, within what is
 # left of CI's 90 minutes (87, for slack). armv7 builds and runs its unit
 # tests; aarch64 runs its unit tests and every integration test that needs

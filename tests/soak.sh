@@ -29,7 +29,12 @@ if [ -z "${FUSIOND_BIN:-}" ]; then
 fi
 
 work="$(mktemp -d)"
-cleanup() { umount "$work/ramdisk" 2>/dev/null || true; rm -rf "$work"; }
+# The daemon's log is kept in $SOAK_LOG (default /tmp/fusiond-soak.log).
+cleanup() {
+    cp "$work/fusiond.log" "${SOAK_LOG:-/tmp/fusiond-soak.log}" 2>/dev/null || true
+    umount "$work/ramdisk" 2>/dev/null || true
+    rm -rf "$work"
+}
 trap cleanup EXIT
 mkdir -p "$work/etc/conf.d" "$work/state" "$work/ramdisk"
 # A real tmpfs, small enough to fill in a moment: the tier's models take 5 MB.
@@ -65,6 +70,8 @@ stats_interval_s = 5
 stall_command = true
 TOML
 printf 'user root\npersistence false\nlistener %s 127.0.0.1\nallow_anonymous true\n' "$port" >"$work/mosquitto.conf"
+echo "== soak: $FUSIOND_BIN stage (into the tmpfs, as fusiond-stage.service does at boot)"
+"$FUSIOND_BIN" stage --config "$work/etc/fusiond.toml" 2>&1 | tail -n 2 | sed 's/^/   /'
 echo "== soak: $FUSIOND_BIN for ${seconds}s (broker 127.0.0.1:$port, log $work/fusiond.log)"
 rc=0
 "$FUSIOND_PYTHON" tests/soak.py --seconds "$seconds" --port "$port" --daemon "$FUSIOND_BIN" \

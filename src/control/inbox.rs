@@ -106,6 +106,12 @@ impl Inbox {
         taken
     }
 
+    /// Whether no command waits.
+    pub fn is_empty(&self) -> bool {
+        let w = self.lock();
+        w.queue.is_empty() && w.reload.is_none() && w.source.is_none()
+    }
+
     /// The oldest waiting command, waiting up to `timeout` for one.
     pub fn recv_timeout(&self, timeout: Duration) -> Option<Incoming> {
         let mut w = self.lock();

@@ -6,6 +6,7 @@
 use super::bank::{BankError, FaceBank};
 use super::counters::Counters;
 use super::mailbox::Mailbox;
+use super::memory::{release_free_heap, Trim};
 use super::settings::{limits, restart_needed, WorkerConfig};
 use super::stages::Identifier;
 use super::Signals;
@@ -47,6 +48,8 @@ pub struct ControlLoop<'a> {
     pub http: Arc<HttpState>,
     /// The last refusal since the command being applied came in.
     pub refused: Option<CommandError>,
+    /// When to hand freed heap back after slow commands.
+    pub trim: Trim,
 }
 
 impl ControlLoop<'_> {
@@ -293,10 +296,16 @@ impl ControlLoop<'_> {
     /// channel closing, or the worker ending; says whether the worker ended.
     pub fn serve(&mut self, inbox: &Inbox, worker: &JoinHandle<Result<(), String>>) -> bool {
         let mut next_stats = Instant::now() + self.stats_interval.min(Duration::from_secs(2));
+        // Loading and warming the models at the start is slow work too.
+        self.trim.after_slow_work(Instant::now());
         while !self.signals.stop.load(Ordering::Relaxed) {
             if let Some(Incoming { feature, payload, reply }) = inbox.recv_timeout(Duration::from_millis(100)) {
                 let effects = self.control.handle(&feature, &payload);
                 let refused = control::refusal(&effects);
+                let slow = effects.iter().any(|e| matches!(e, Effect::Reload | Effect::SetSource(_) | Effect::SwitchTier(_)));
+                if slow {
+                    self.trim.after_slow_work(Instant::now());
+                }
                 self.refused = None;
                 self.apply(effects);
                 // The verdict comes once the command is applied, so a
@@ -309,6 +318,9 @@ impl ControlLoop<'_> {
             if self.signals.reload.swap(false, Ordering::Relaxed) {
                 log::info!("SIGHUP: rereading {}", self.config_path.display());
                 self.reload();
+                self.trim.after_slow_work(Instant::now());
+            } else if inbox.is_empty() && self.trim.due(Instant::now()) {
+                release_free_heap();
             }
             if Instant::now() >= next_stats {
                 next_stats = Instant::now() + self.stats_interval;

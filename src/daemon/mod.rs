@@ -21,6 +21,7 @@ mod camera;
 mod control_loop;
 mod counters;
 mod mailbox;
+mod memory;
 mod notify;
 mod settings;
 mod stages;
@@ -29,6 +30,7 @@ mod vcam;
 mod worker;
 
 pub use camera::{CameraEvent, Health, SourceFactory};
+pub use memory::cap_arenas;
 pub use notify::Notifier;
 pub use settings::DaemonSettings;
 pub use stages::fusion_pipeline;
@@ -230,6 +232,7 @@ fn start<'a>(s: &Session<'a>, config: Config, latest: Arc<LatestFrame>) -> Resul
         reported_providers: Default::default(),
         http: s.http.clone(),
         refused: None,
+        trim: Default::default(),
         store,
         models,
         config,

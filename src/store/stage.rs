@@ -189,7 +189,9 @@ fn sha256_file(path: &Path) -> std::io::Result<String> {
 /// What is on the ramdisk already, so a second run keeps it. A staged file
 /// is trusted by the hash the index recorded when it was copied, as long as
 /// it has the recorded size and its emap is there; with `verify` it is
-/// hashed again, and one that no longer matches is copied anew.
+/// hashed again, and one that no longer matches is deleted at once and
+/// copied anew, so that a copy that then fails (a full ramdisk, a source
+/// gone) cannot leave it there for the daemon to load.
 fn still_staged(ramdisk: &Path, previous: &StageReport, verify: bool) -> StagedIndex {
     previous
         .files
@@ -201,6 +203,7 @@ fn still_staged(ramdisk: &Path, previous: &StageReport, verify: bool) -> StagedI
             let intact = !verify || sha256_file(&path).is_ok_and(|h| h == f.sha256);
             if there && !intact {
                 log::warn!("staged `{name}` ({}) no longer matches its recorded SHA-256; copying it again", f.file);
+                let _ = std::fs::remove_file(&path);
             }
             there && intact
         })

@@ -105,6 +105,29 @@ fn staging_verifies_into_tmpfs_and_a_second_run_copies_nothing() {
 }
 
 #[test]
+fn a_tampered_staged_file_that_cannot_be_copied_again_is_not_left_to_load() {
+    let rd = Ramdisk::new();
+    let own = tempfile::tempdir().unwrap();
+    for f in ["arcface_fr_feature.onnx", "scrfd_500m_bnkps.onnx"] {
+        std::fs::copy(shared("models").join(f), own.path().join(f)).unwrap();
+    }
+    let mut c = config(&rd, 64, &[], &[FAST]);
+    c.models.dirs = vec![own.path().to_path_buf(), contract_models()];
+    assert_eq!(stage(&c, &catalog(&c)).unwrap().exit_code(), 0);
+    let staged = rd.path().join("arcface_fr_feature.onnx");
+    let mut bytes = std::fs::read(&staged).unwrap();
+    bytes[100] ^= 0xff;
+    std::fs::write(&staged, &bytes).unwrap();
+    // The original goes away, so the copy back fails.
+    std::fs::remove_file(own.path().join("arcface_fr_feature.onnx")).unwrap();
+    let report = fusiond::store::stage_with(&c, &catalog(&c), true).unwrap();
+    assert_ne!(report.exit_code(), 0, "{:?}", report.tiers);
+    assert!(!staged.exists(), "the tampered copy must not stay on the ramdisk");
+    let store = Store::open(&c, Arc::new(TractBackend::default())).unwrap();
+    assert!(!matches!(store.activate("fast"), Ok(TierOutcome::Ready(_))), "a tier without its recogniser");
+}
+
+#[test]
 fn the_store_loads_warms_and_runs_a_staged_tier() {
     let rd = Ramdisk::new();
     let c = config(&rd, 64, &[], &[FAST]);
