@@ -10,6 +10,7 @@ use crate::figures::{cpu_seconds, Cols};
 use crate::outputs::Outputs;
 use anyhow::{anyhow, Context, Result};
 use fusiond::capture::{CaptureError, Frame, FrameSource};
+use fusiond::cli::bounds as flags;
 use fusiond::cli::{load_image, swapper, EngineArgs, ModelArgs, DEFAULT_MODEL_DIR};
 use fusiond::daemon::{self, Signals};
 use fusiond::face::{
@@ -104,13 +105,10 @@ impl FrameSource for YuyvCamera {
 /// Refuses flag values that would divide by zero, never end or exhaust
 /// memory, saying which flag and what it takes.
 fn check(args: &Args) -> Result<()> {
-    anyhow::ensure!((1..=100_000).contains(&args.runs), "--runs {} must be 1 to 100000", args.runs);
-    anyhow::ensure!(args.seconds <= 3600, "--seconds {} must be 0 to 3600", args.seconds);
-    let fps = args.camera_fps;
-    anyhow::ensure!(fps.is_finite() && fps > 0.0 && fps <= 240.0, "--camera-fps {fps} must be above 0, up to 240");
-    let refine = args.refine_size;
-    anyhow::ensure!(refine == 0 || (32..=1024).contains(&refine), "--refine-size {refine} must be 0 or 32 to 1024");
-    Ok(())
+    flags::count("--runs", args.runs, 1, 100_000)?;
+    flags::count("--seconds", usize::try_from(args.seconds).unwrap_or(usize::MAX), 0, 3600)?;
+    flags::real("--camera-fps", args.camera_fps.into(), 0.0, 240.0, true)?;
+    flags::refine_size(args.refine_size)
 }
 
 pub fn run(args: Args) -> Result<()> {

@@ -5,6 +5,7 @@
 
 use anyhow::{bail, Context, Result};
 use fusiond::catalog::Catalog;
+use fusiond::cli::bounds as flags;
 use fusiond::cli::{ort_library, EngineArgs, EngineChoice};
 use fusiond::infer::Tensor;
 use fusiond::store::{rss as loader_rss, Loader};
@@ -149,7 +150,18 @@ fn spawn(args: &Args, name: &str, engine: EngineChoice, threads: usize) -> Resul
     serde_json::from_str(line.trim()).with_context(|| format!("unreadable row: {line}"))
 }
 
+fn check(args: &Args) -> Result<()> {
+    flags::count("--runs", args.runs, 1, 100_000)?;
+    flags::count("--heavy-runs", args.heavy_runs, 1, 100_000)?;
+    flags::count("--compare-threads (how many)", args.compare_threads.len(), 1, 16)?;
+    for &t in &args.compare_threads {
+        flags::count("--compare-threads", t, 1, fusiond::infer::MAX_THREADS)?;
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> Result<()> {
+    check(&args)?;
     if let Some(name) = &args.child {
         println!("{}", serde_json::to_string(&child(&args, name)?)?);
         return Ok(());

@@ -6,6 +6,7 @@
 
 use anyhow::{Context, Result};
 use fusiond::capture::pan::{Pan, Segment};
+use fusiond::cli::bounds as flags;
 use fusiond::cli::{load_image, swapper, ModelArgs};
 use fusiond::face::stability::{evaluate, flips_by_order, persons, record, FrameRecord, Report};
 use fusiond::face::{
@@ -176,7 +177,26 @@ fn run_modes(
     Ok(runs)
 }
 
+fn check(args: &Args) -> Result<()> {
+    flags::count("--slow", args.slow, 1, 100_000)?;
+    flags::count("--fast", args.fast, 1, 100_000)?;
+    flags::real("--fps", args.fps.into(), 0.0, 240.0, true)?;
+    flags::count("--detect-interval-ms", usize::try_from(args.detect_interval_ms).unwrap_or(usize::MAX), 0, 60_000)?;
+    let smoothing = [
+        ("--min-cutoff-hz", args.min_cutoff_hz, true),
+        ("--beta", args.beta, false),
+        ("--jitter-iod", args.jitter_iod, true),
+    ];
+    for (flag, v, above) in smoothing {
+        if let Some(v) = v {
+            flags::real(flag, v.into(), 0.0, 1000.0, above)?;
+        }
+    }
+    flags::refine_size(args.refine_size)
+}
+
 pub fn run(args: Args) -> Result<()> {
+    check(&args)?;
     let loader = args.models.loader()?;
     let source = load_image(&args.source)?;
     println!(

@@ -2,6 +2,7 @@
 //! (detect, align + embed, swap, paste-back, and the whole frame).
 
 use anyhow::{Context, Result};
+use fusiond::cli::bounds as flags;
 use fusiond::cli::{load_image, swapper, ModelArgs};
 use fusiond::face::{ColorTransfer, FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode};
 use std::path::PathBuf;
@@ -42,6 +43,10 @@ fn timed(f: impl FnOnce() -> Result<()>) -> Result<Duration> {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    flags::count("--runs", args.runs, 1, 100_000)?;
+    if let Some(g) = args.swap_gflop {
+        flags::real("--swap-gflop", g, 0.0, 1e6, true)?;
+    }
     let loader = args.models.loader()?;
     let detector = args.models.detector(&loader)?;
     let recognizer = args.models.recognizer(&loader)?;

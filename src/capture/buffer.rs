@@ -92,7 +92,7 @@ mod tests {
             (*b"YUYV", 0, 0, 0, 0),
             (*b"YUYV", 100_000, 2, 200_000, 16),
             (*b"NV12", 4, 0, 8, 16),
-            (*b"YUYV", 4, 2, usize::MAX, 16),
+            (*b"YUYV", 4, 2, usize::MAX, 8),
             (*b"NV12", 4, 2, usize::MAX / 2, 3),
             (*b"YUYV", 4, 2, 8, 3),
             (*b"MJPG", 4, 2, 0, 0),

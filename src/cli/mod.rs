@@ -2,6 +2,7 @@
 //! library's settings and calls it. The benchmarks are a binary of their
 //! own (`benches/fusiond-bench`).
 
+pub mod bounds;
 mod detect;
 mod run;
 mod store;

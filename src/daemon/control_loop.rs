@@ -302,7 +302,8 @@ impl ControlLoop<'_> {
             if let Some(Incoming { feature, payload, reply }) = inbox.recv_timeout(Duration::from_millis(100)) {
                 let effects = self.control.handle(&feature, &payload);
                 let refused = control::refusal(&effects);
-                let slow = effects.iter().any(|e| matches!(e, Effect::Reload | Effect::SetSource(_) | Effect::SwitchTier(_)));
+                let slow =
+                    effects.iter().any(|e| matches!(e, Effect::Reload | Effect::SetSource(_) | Effect::SwitchTier(_)));
                 if slow {
                     self.trim.after_slow_work(Instant::now());
                 }
