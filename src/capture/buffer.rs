@@ -3,11 +3,7 @@
 //! size here comes from a driver, so none of it is trusted: a short, padded
 //! or oversized buffer is an error or is repacked, never a panic.
 
-use crate::vision::{nv12_to_rgb, yuyv_to_rgb, RgbImage};
-
-/// The largest width or height a stream may have: 8K video's width, with
-/// room; a frame of this size is 201 MB of RGB.
-pub const MAX_SIDE: u32 = 8192;
+use crate::vision::{nv12_to_rgb, yuyv_to_rgb, RgbImage, MAX_SIDE};
 
 /// The negotiated format of a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -127,11 +127,11 @@ impl CameraConfig {
         if let Some(f) = self.formats.iter().find(|f| !matches!(f.as_str(), "MJPG" | "YUYV" | "NV12")) {
             return bad(format!("camera.formats: `{f}` is not one of MJPG, YUYV, NV12"));
         }
-        let side = |v: u32| (1..=crate::capture::buffer::MAX_SIDE).contains(&v);
+        let side = |v: u32| (1..=crate::vision::MAX_SIDE).contains(&v);
         if self.formats.is_empty() || !side(self.width) || !side(self.height) || self.width % 2 != 0 || self.fps == 0 {
             return bad(format!(
                 "camera.formats must not be empty, width and height 1 to {} and width even, fps > 0",
-                crate::capture::buffer::MAX_SIDE
+                crate::vision::MAX_SIDE
             ));
         }
         if self.reconnect_min_ms == 0 || self.reconnect_max_ms < self.reconnect_min_ms || self.stall_timeout_ms == 0 {

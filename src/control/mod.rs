@@ -135,51 +135,10 @@ impl Control {
             Ok(c) => c,
             Err(e) => return vec![Effect::Error(e)],
         };
-        let s = &mut self.settings;
         match command {
-            Command::Enabled(on) => {
-                s.enabled = on;
-                vec![Effect::Reconfigure, Effect::State { feature: "enabled", value: on_off(on) }]
-            }
             // The state follows once the switch says which tier runs: a tier
             // that cannot load falls back, and the state names the fallback.
             Command::Quality(tier) => vec![Effect::SwitchTier(tier)],
-            Command::Blend(v) => {
-                s.blend = v;
-                vec![Effect::Reconfigure, Effect::State { feature: "blend", value: format!("{}", v.percent()) }]
-            }
-            Command::Selector(sel) => {
-                s.selector = sel;
-                vec![Effect::Reconfigure, Effect::State { feature: "selector", value: sel.to_string() }]
-            }
-            Command::FrameRate(fps) => {
-                s.frame_rate = fps;
-                vec![Effect::Reconfigure, Effect::State { feature: "frame_rate", value: format!("{fps}") }]
-            }
-            Command::FaceOrder(o) => {
-                s.face_order = o;
-                vec![Effect::Reconfigure, Effect::State { feature: "face_order", value: o.to_string() }]
-            }
-            Command::MouthMask(on) => {
-                s.mouth_mask = on;
-                vec![Effect::Reconfigure, Effect::State { feature: "mouth_mask", value: on_off(on) }]
-            }
-            Command::ColorTransfer(c) => {
-                s.color_transfer = c;
-                vec![Effect::Reconfigure, Effect::State { feature: "color_transfer", value: c.to_string() }]
-            }
-            Command::MaskBlur(v) => {
-                s.mask.blur = v;
-                vec![Effect::Reconfigure, Effect::State { feature: "mask_blur", value: format!("{v}") }]
-            }
-            Command::MaskPadding(p) => {
-                s.mask.padding = p;
-                vec![Effect::Reconfigure, Effect::State { feature: "mask_padding", value: padding_state(&p) }]
-            }
-            Command::ReferenceDistance(d) => {
-                s.reference_distance = d;
-                vec![Effect::Reconfigure, Effect::State { feature: "reference_distance", value: format!("{d}") }]
-            }
             // The mapping's state is published once its names are found.
             Command::Map(pairs) => vec![Effect::SetMap(pairs)],
             // The source's state is published once the identity is computed.
@@ -189,7 +148,59 @@ impl Control {
             Command::Stall => vec![Effect::Stall],
             Command::Panic => vec![Effect::Panic],
             Command::Unplug(d) => vec![Effect::Unplug(d)],
+            setting => match self.set(setting) {
+                Some((feature, value)) => vec![Effect::Reconfigure, Effect::State { feature, value }],
+                None => Vec::new(),
+            },
         }
+    }
+
+    /// Changes one setting; its feature and the state to echo.
+    fn set(&mut self, setting: Command) -> Option<(&'static str, String)> {
+        let s = &mut self.settings;
+        Some(match setting {
+            Command::Enabled(on) => {
+                s.enabled = on;
+                ("enabled", on_off(on))
+            }
+            Command::Blend(v) => {
+                s.blend = v;
+                ("blend", format!("{}", v.percent()))
+            }
+            Command::Selector(sel) => {
+                s.selector = sel;
+                ("selector", sel.to_string())
+            }
+            Command::FrameRate(fps) => {
+                s.frame_rate = fps;
+                ("frame_rate", format!("{fps}"))
+            }
+            Command::FaceOrder(o) => {
+                s.face_order = o;
+                ("face_order", o.to_string())
+            }
+            Command::MouthMask(on) => {
+                s.mouth_mask = on;
+                ("mouth_mask", on_off(on))
+            }
+            Command::ColorTransfer(c) => {
+                s.color_transfer = c;
+                ("color_transfer", c.to_string())
+            }
+            Command::MaskBlur(v) => {
+                s.mask.blur = v;
+                ("mask_blur", format!("{v}"))
+            }
+            Command::MaskPadding(p) => {
+                s.mask.padding = p;
+                ("mask_padding", padding_state(&p))
+            }
+            Command::ReferenceDistance(d) => {
+                s.reference_distance = d;
+                ("reference_distance", format!("{d}"))
+            }
+            _ => return None,
+        })
     }
 
     /// Records the source state once the daemon has set the identity.

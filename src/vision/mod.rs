@@ -24,6 +24,11 @@ pub use tensor::{pack_nchw, pack_nchw_rows, unpack_nchw, ChannelOrder, Normaliza
 
 pub use image::RgbImage;
 
+/// The largest width or height of a camera frame: 8K video's width, with
+/// room; a frame this size is 201 MB of RGB. The config and every V4L2
+/// buffer are held to it.
+pub const MAX_SIDE: u32 = 8192;
+
 /// Samples `img` bilinearly at (x, y) in pixel-centre coordinates, with edge
 /// replication. `x`/`y` may lie anywhere; the result is per channel in 0..255.
 #[inline]
