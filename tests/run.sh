@@ -49,7 +49,7 @@ bash tests/vm/run.sh
 # in 2 minutes, on the dev build cargo test made.
 echo "== soak under faults, 2 minutes (tests/soak.sh 2m)"
 FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond" bash tests/soak.sh 2m
-# Every fuzz target for 20 s (about 9 min from a cold cache: nightly,
+# Every fuzz target for 20 s (about 13 min more from a cold cache: nightly,
 # cargo-fuzz and the sanitizer build of fusiond without its engines).
 echo "== fuzzing, 20 s a target (tests/fuzz.sh 20)"
 bash tests/fuzz.sh 20

@@ -16,7 +16,11 @@ The pin is stale when the build inputs at SRCREV (Cargo.toml, Cargo.lock,
 src/, and the systemd/ and config/ files the recipe installs) differ from
 HEAD's. A commit cannot name itself, so the release step is a commit of its
 own after the change: it touches only yocto/, and leaves the diff empty.
+The pin also records a hash of those inputs' git objects (the
+`# fusiond-inputs:` line), so that a shallow clone, which lacks SRCREV's
+commit, can still check that HEAD holds the same inputs.
 """
+import hashlib
 import re
 import subprocess
 import sys
@@ -52,6 +56,17 @@ def git(*args, check=True):
     return done
 
 
+def inputs_hash(rev):
+    """One hash of the git objects of BUILD_INPUTS at `rev`."""
+    lines = [f"{p} {git('rev-parse', f'{rev}:{p}').stdout.strip()}" for p in BUILD_INPUTS]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def recorded_inputs(text):
+    m = re.search(r"^# fusiond-inputs: ([0-9a-f]{64})$", text, re.M)
+    return m.group(1) if m else None
+
+
 def the_recipe():
     found = sorted(recipe_dir.glob("fusiond_*.bb"))
     if len(found) != 1:
@@ -72,9 +87,13 @@ def pin_problem(recipe):
     rev = srcrev_of(text, recipe)
     if git("cat-file", "-e", f"{rev}^{{commit}}", check=False).returncode != 0:
         shallow = git("rev-parse", "--is-shallow-repository").stdout.strip() == "true"
-        why = "this clone is shallow; fetch its history" if shallow else FIX
-        return f"SRCREV {rev[:12]} is not a commit of this repository ({why})"
-    changed = git("diff", "--name-only", rev, "HEAD", "--", *BUILD_INPUTS).stdout.split()
+        if not shallow:
+            return f"SRCREV {rev[:12]} is not a commit of this repository; {FIX}"
+        if recorded_inputs(text) != inputs_hash("HEAD"):
+            return f"SRCREV {rev[:12]} builds an older tree: the recorded input hash is not HEAD's; {FIX}"
+        changed = []
+    else:
+        changed = git("diff", "--name-only", rev, "HEAD", "--", *BUILD_INPUTS).stdout.split()
     if changed:
         shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
         return f"SRCREV {rev[:12]} builds an older tree: {shown} changed since; {FIX}"
@@ -93,6 +112,11 @@ def pin():
     recipe = the_recipe()
     text = re.sub(r'^SRCREV = ".*"$', f'SRCREV = "{head}"', recipe.read_text(), flags=re.M)
     text = re.sub(r'^PV = ".*"$', f'PV = "{version}+git"', text, flags=re.M)
+    line = f"# fusiond-inputs: {inputs_hash('HEAD')}"
+    if recorded_inputs(text):
+        text = re.sub(r"^# fusiond-inputs: .*$", line, text, flags=re.M)
+    else:
+        text = text.replace(f'SRCREV = "{head}"', f'{line}\nSRCREV = "{head}"')
     target = recipe_dir / f"fusiond_{version}.bb"
     if target != recipe:
         recipe.unlink()

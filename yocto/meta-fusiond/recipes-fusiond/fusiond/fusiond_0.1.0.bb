@@ -20,7 +20,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # PV and fusiond-crates.inc together after every change to Cargo.toml,
 # Cargo.lock, src/, systemd/ or config/, and `yocto/lint.sh` fails in CI
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
-# revision to a PV ending in +git.
+# revision to a PV ending in +git. The fusiond-inputs line is a hash of
+# those paths' git objects at SRCREV, for clones without its history.
 SRCREV = "588544c88453ca2d0ede83a50a299635d943f219"
 
 S = "${WORKDIR}/git"
