@@ -22,7 +22,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-SRCREV = "588544c88453ca2d0ede83a50a299635d943f219"
+# fusiond-inputs: 0fd5ab959c6ea6ab34b48c9da783b3767b8202e511348667b204ff7a11492b36
+SRCREV = "cd278093e814418eefcfdf7e602a6e76067b2dc2"
 
 S = "${WORKDIR}/git"
 
