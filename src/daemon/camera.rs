@@ -121,7 +121,7 @@ impl Unplugged {
             self.until = Some(now + Duration::from_millis(asked));
         }
         match self.until {
-            Some(t) if now < t => Some(CaptureError::Disconnected("the camera (unplug command)".into())),
+            Some(t) if now < t => Some(CaptureError::Disconnected("(pulled by the unplug debug command)".into())),
             _ => {
                 self.until = None;
                 None
