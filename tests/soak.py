@@ -232,8 +232,8 @@ class Soak:
         done = subprocess.run([self.args.daemon, "stage", "--verify", "--config", self.args.config],
                               capture_output=True, text=True)
         lines = (done.stdout + done.stderr).strip().splitlines() or ["(nothing)"]
-        why = ([line for line in lines if "unusable" in line] or [line for line in lines if line.startswith(("error",
-                                                                                                       "warn"))])
+        why = ([line for line in lines if "unusable" in line.lower()]
+               or [line for line in lines if line.startswith(("error", "warn"))])
         return done.returncode, (why or lines)[-1].strip()[:200]
 
     def fill_tmpfs(self):
@@ -267,7 +267,7 @@ class Soak:
         self.notes.append(f"tampered {victim.name}: stage --verify exit {repaired[0]} ({repaired[1]})")
         self.notes.append(f"full tmpfs: stage exit {full[0]} ({full[1]}); reload {during}; "
                           f"emptied: stage exit {emptied[0]}, reload {after}")
-        ok = repaired[0] == 0 and full[0] != 0 and "unusable" in full[1] and emptied[0] == 0 and after == "reloaded"
+        ok = repaired[0] == 0 and full[0] != 0 and "unusable" in full[1].lower() and emptied[0] == 0 and after == "reloaded"
         self.count("tampered model, then full tmpfs", 1, int(ok))
 
     def run(self):
