@@ -5,7 +5,7 @@
 
 use fusiond::capture::buffer::{to_rgb, BufferFormat};
 use fusiond::config::Config;
-use fusiond::control::{refusal, Control, Effect, Inbox};
+use fusiond::control::{refusal, Control, Inbox};
 use fusiond::daemon::bank::FaceBank;
 use fusiond::daemon::DaemonSettings;
 use fusiond::http::wire::{Conn, Limits};
@@ -35,15 +35,6 @@ fn daemon_settings() -> &'static DaemonSettings {
 
 fn limits() -> CommandLimits {
     CommandLimits { max_image_pixels: MAX_PIXELS, ..daemon_settings().limits.clone() }
-}
-
-/// Decodes what a source command carries, as the control loop does.
-fn apply(effects: &[Effect]) {
-    for e in effects {
-        if let Effect::SetSource(SourceCommand::Image { bytes, .. }) = e {
-            let _ = decode_source_image(bytes);
-        }
-    }
 }
 
 /// `<feature byte><payload>`: a command through [`Control::handle`]. The
@@ -168,8 +159,8 @@ fn http_state() -> &'static (Arc<HttpState>, Access) {
         let mut control = Control::new(settings.control.clone(), limits());
         std::thread::spawn(move || loop {
             if let Some(c) = inbox.recv_timeout(Duration::from_secs(1)) {
+                // A photo's pixels are the source_image target's.
                 let effects = control.handle(&c.feature, &c.payload);
-                apply(&effects);
                 if let Some(reply) = c.reply {
                     let _ = reply.try_send(refusal(&effects).map_or(Ok(()), Err));
                 }
