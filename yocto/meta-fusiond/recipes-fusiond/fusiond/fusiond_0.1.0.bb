@@ -22,8 +22,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 0fd5ab959c6ea6ab34b48c9da783b3767b8202e511348667b204ff7a11492b36
-SRCREV = "cd278093e814418eefcfdf7e602a6e76067b2dc2"
+# fusiond-inputs: 2ed9da8fc004bc5e01d63fe9cf9b049afe8bfe4a19d5e351d9ba04ff129eac01
+SRCREV = "d101c7d7b011c1561e94b1c8aa4ec26238c89d3d"
 
 S = "${WORKDIR}/git"
 
