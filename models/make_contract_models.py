@@ -61,6 +61,9 @@ def emap_for(seed):
 
 
 def save(model, path):
+    # The lowest IR version the opset allows (onnx writes its newest, which
+    # the ONNX Runtime versions boxes carry refuse).
+    model.ir_version = helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
     onnx.checker.check_model(model)
     onnx.save(model, path)
 

@@ -43,7 +43,13 @@ bash yocto/lint.sh
 echo "== onnxruntime agreement (pytest)"
 export FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond"
 "$FUSIOND_PYTHON" -m pytest -q tests/python
-echo "== VM boot test (tests/vm/run.sh: bookworm guest, vivid, mosquitto, the units)"
+# The amd64 package (the edge build against a bullseye sysroot; about 10 min
+# after a change to fusiond, most of it the LTO link, 20 from a cold cache),
+# lintian, its files, its glibc floor and a run on bullseye's glibc. The VM
+# test installs it.
+echo "== Debian package, amd64 (tests/deb/run.sh amd64)"
+bash tests/deb/run.sh amd64
+echo "== VM boot test (tests/vm/run.sh: bookworm guest, vivid, mosquitto, the package and its units, upgrade and removal)"
 bash tests/vm/run.sh
 # The soak's short version: the same faults and goals as tests/soak.sh 1h,
 # in 2 minutes, on the dev build cargo test made.
@@ -63,5 +69,7 @@ bash tests/fuzz.sh 20
 # reaches the deadline says so, and the next run carries on from its cache.
 echo "== cross builds under qemu-user (tests/cross/run.sh, until minute 87)"
 export CROSS_DEADLINE=$(($(date +%s) + 87 * 60 - SECONDS))
-bash tests/cross/run.sh armv7
-CROSS_IT=all bash tests/cross/run.sh aarch64
+# Each target's Debian package first (CROSS_STEPS deb: the edge build against
+# bullseye, checked by tests/deb/run.sh), then its test build and tests.
+CROSS_STEPS="deb build test" bash tests/cross/run.sh armv7
+CROSS_STEPS="deb build test" CROSS_IT=all bash tests/cross/run.sh aarch64

@@ -261,7 +261,11 @@ pub fn run(args: Args) -> Result<()> {
 /// The `[inference]` section that puts the daemon on the engine of `--engine`.
 fn inference_toml(e: &EngineArgs) -> String {
     let c = e.inference();
-    let engine = if c.engine == EngineKind::Ort { "ort" } else { "tract" };
+    let engine = match c.engine {
+        EngineKind::Tract => "tract",
+        EngineKind::Ort => "ort",
+        EngineKind::Auto => "auto",
+    };
     format!(
         "[inference]\nengine = \"{engine}\"\ntract_threads = {}\n[inference.ort]\nlibrary = {:?}\nthreads = {}\n",
         c.tract_threads,

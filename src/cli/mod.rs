@@ -17,11 +17,20 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 
+/// The end of `--help`, and so of the Debian package's manual page.
+const FILES: &str = "Files:
+  /etc/fusiond/fusiond.toml   the configuration; /etc/fusiond/conf.d/*.toml is merged over it
+  /var/lib/fusiond/models     the models (root-owned; `fusiond stage` copies them to the ramdisk)
+  /run/fusiond/models         the tmpfs ramdisk the daemon loads the models from
+  /var/lib/fusiond/state      the face bank and TensorRT's caches
+
+Run `fusiond <command> --help` for a command's flags.";
+
 /// Where models live when neither --models nor FUSIOND_MODELS says.
 pub const DEFAULT_MODEL_DIR: &str = "/var/lib/fusiond/models";
 
 #[derive(Debug, Parser)]
-#[command(name = "fusiond", version, about = "Live face fusion for edge boxes")]
+#[command(name = "fusiond", version, about = "Live face fusion for edge boxes", after_help = FILES)]
 pub struct Cli {
     /// Log more (-v debug, -vv trace).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -32,7 +41,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the daemon: camera → fusion → MQTT, until SIGTERM (SIGHUP rereads the config).
+    /// Run the daemon: camera -> fusion -> MQTT, until SIGTERM (SIGHUP rereads the config).
     Run(store::ConfigArgs),
     /// Detect faces in still images and print them.
     Detect(detect::Args),
@@ -97,6 +106,8 @@ pub struct EngineArgs {
 pub enum EngineChoice {
     Tract,
     Ort,
+    /// ONNX Runtime when the build has it and the library loads, else tract.
+    Auto,
 }
 
 impl EngineArgs {
@@ -105,6 +116,7 @@ impl EngineArgs {
             engine: match self.engine {
                 EngineChoice::Tract => EngineKind::Tract,
                 EngineChoice::Ort => EngineKind::Ort,
+                EngineChoice::Auto => EngineKind::Auto,
             },
             tract_threads: self.threads.max(1),
             ..InferenceSettings::default()
@@ -135,6 +147,16 @@ fn parse_threads(s: &str) -> Result<usize, String> {
     }
 }
 
+/// Where the one-shot commands cache what they read out of models (the
+/// emap): $FUSIOND_CACHE_DIR, else $XDG_CACHE_HOME/fusiond, else
+/// ~/.cache/fusiond.
+fn user_cache_dir() -> Option<PathBuf> {
+    let env = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    env("FUSIOND_CACHE_DIR")
+        .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("fusiond")))
+        .or_else(|| env("HOME").map(|d| d.join(".cache/fusiond")))
+}
+
 fn parse_size(s: &str) -> Result<[u32; 2], String> {
     let parse = |v: &str| v.trim().parse::<u32>().map_err(|_| format!("`{s}` is not a size like 640 or 640x480"));
     match s.split_once('x') {
@@ -156,7 +178,7 @@ impl ModelArgs {
     }
 
     pub fn loader(&self) -> Result<Loader> {
-        Ok(Loader::open(&self.dirs(), self.engine.engines()?)?)
+        Ok(Loader::open(&self.dirs(), self.engine.engines()?)?.with_cache(user_cache_dir()))
     }
 
     /// The detector model, at --size when given (resizable exports only).

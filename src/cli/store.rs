@@ -56,6 +56,14 @@ pub fn check_config(args: ConfigArgs) -> Result<()> {
         config.all_models().join(", "),
         engines.describe()
     );
+    // The package's postinst runs `fusiond warm` before the first start
+    // when it sees this line.
+    if config.inference.builds_engines() {
+        println!(
+            "TensorRT engines: built at load and cached in {} (`fusiond warm` builds them ahead)",
+            config.inference.ort.tensorrt.cache_dir.display()
+        );
+    }
     Ok(())
 }
 

@@ -43,12 +43,17 @@ impl Engines {
     }
 
     /// The engines `[inference]` names. ONNX Runtime is started (its library
-    /// loaded) only when some model uses it.
+    /// loaded) only when some model may use it; under `auto` alone, one that
+    /// does not start leaves those models on tract.
     pub fn from_settings(config: &InferenceSettings) -> Result<Self, EngineError> {
         let tract = tract_backend(config);
-        let ort = if config.uses_ort() { Some(ort_backend(config)?) } else { None };
+        let ort = match (config.requires_ort(), config.uses_ort()) {
+            (true, _) => Some(ort_backend(config)?),
+            (false, true) => auto_ort(config),
+            (false, false) => None,
+        };
         let pick = |kind: EngineKind| match (kind, &ort, &tract) {
-            (EngineKind::Ort, Some(o), _) => Ok(o.clone()),
+            (EngineKind::Ort | EngineKind::Auto, Some(o), _) => Ok(o.clone()),
             (_, _, Some(t)) => Ok(t.clone()),
             _ => Err(EngineError::NoTract),
         };
@@ -72,6 +77,24 @@ impl Engines {
         match differ.is_empty() {
             true => self.default.name().to_string(),
             false => format!("{} ({})", self.default.name(), differ.join(", ")),
+        }
+    }
+}
+
+/// ONNX Runtime for `auto`, or `None` (tract), saying which in the log.
+fn auto_ort(config: &InferenceSettings) -> Option<Arc<dyn Backend>> {
+    match ort_backend(config) {
+        Ok(ort) => {
+            log::info!("inference.engine = \"auto\": ONNX Runtime from {}", config.ort.library.display());
+            Some(ort)
+        }
+        Err(EngineError::NotBuilt) => {
+            log::info!("inference.engine = \"auto\": tract (this build has no ONNX Runtime engine)");
+            None
+        }
+        Err(e) => {
+            log::warn!("inference.engine = \"auto\": running on tract, since {e}");
+            None
         }
     }
 }
@@ -103,10 +126,24 @@ mod tests {
     #[cfg(feature = "tract")]
     #[test]
     fn models_follow_the_default_unless_named() {
-        let config = InferenceSettings::default();
+        let config = InferenceSettings { engine: EngineKind::Tract, ..Default::default() };
         let e = Engines::from_settings(&config).unwrap();
         assert_eq!(e.for_model("anything").name(), "tract");
         assert_eq!(e.describe(), "tract");
+    }
+
+    /// `auto` (the default) falls back to tract when ONNX Runtime cannot
+    /// start, where an explicit `ort` is an error.
+    #[cfg(feature = "tract")]
+    #[test]
+    fn auto_runs_on_tract_when_onnx_runtime_cannot_start_and_ort_fails() {
+        let mut config = InferenceSettings::default();
+        assert_eq!(config.engine, EngineKind::Auto);
+        config.ort.library = "/nonexistent/libonnxruntime.so".into();
+        let e = Engines::from_settings(&config).unwrap();
+        assert_eq!(e.for_model("anything").name(), "tract");
+        config.engine = EngineKind::Ort;
+        assert!(Engines::from_settings(&config).is_err());
     }
 
     #[cfg(not(feature = "ort"))]

@@ -17,6 +17,9 @@ pub enum EngineKind {
     Tract,
     /// ONNX Runtime, loaded at run time; needs a build with the `ort` feature.
     Ort,
+    /// ONNX Runtime when this build has it and its library loads, else
+    /// tract (a library that fails to load is then a warning).
+    Auto,
 }
 
 /// An ONNX Runtime execution provider.
@@ -53,7 +56,7 @@ pub struct InferenceSettings {
 impl Default for InferenceSettings {
     fn default() -> Self {
         InferenceSettings {
-            engine: EngineKind::Tract,
+            engine: EngineKind::Auto,
             engines: Default::default(),
             tract_threads: 1,
             ort: Default::default(),
@@ -62,9 +65,18 @@ impl Default for InferenceSettings {
 }
 
 impl InferenceSettings {
-    /// Whether any model runs on ONNX Runtime.
+    /// Whether some model may run on ONNX Runtime (named, or under `auto`).
     pub fn uses_ort(&self) -> bool {
-        self.engine == EngineKind::Ort || self.engines.values().any(|e| *e == EngineKind::Ort)
+        self.kinds().any(|e| e != EngineKind::Tract)
+    }
+
+    /// Whether some model must run on ONNX Runtime (named explicitly).
+    pub fn requires_ort(&self) -> bool {
+        self.kinds().any(|e| e == EngineKind::Ort)
+    }
+
+    fn kinds(&self) -> impl Iterator<Item = EngineKind> + '_ {
+        std::iter::once(self.engine).chain(self.engines.values().copied())
     }
 
     /// Whether loading runs TensorRT's engine builder (minutes on a Jetson).

@@ -2,7 +2,9 @@
 //! into the swapper's latent. It lives in a safetensors side file beside the
 //! model (`<stem>.emap.safetensors`, tensor `emap`), written by `fusiond emap`
 //! or by staging; without one it is read from the float graph, whose last
-//! initializer it is.
+//! initializer it is, once: the copy read is cached under the loader's cache
+//! folder as `emap-<the float model's SHA-256>.safetensors`, so a changed
+//! model is never paired with an old emap.
 
 use super::StoreError;
 use crate::catalog::Catalog;
@@ -35,13 +37,26 @@ pub fn extract_emap(onnx_bytes: &[u8]) -> Result<Tensor, StoreError> {
     }
 }
 
+/// Writes a side file whole: into a temporary file beside it, then renamed,
+/// so a reader never sees half of one.
 pub fn write_emap(path: &Path, emap: &Tensor) -> Result<(), StoreError> {
     let err = StoreError::Emap;
     let bytes: Vec<u8> = emap.data().iter().flat_map(|v| v.to_le_bytes()).collect();
     let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, emap.shape().to_vec(), &bytes)
         .map_err(|e| err(e.to_string()))?;
     let data = safetensors::serialize([(EMAP_TENSOR, view)], None).map_err(|e| err(e.to_string()))?;
-    std::fs::write(path, data).map_err(|e| err(format!("cannot write {}: {e}", path.display())))
+    let cannot = |e: std::io::Error| err(format!("cannot write {}: {e}", path.display()));
+    let partial = path.with_extension(format!("partial.{}", std::process::id()));
+    std::fs::write(&partial, data).map_err(cannot)?;
+    std::fs::rename(&partial, path).map_err(|e| {
+        let _ = std::fs::remove_file(&partial);
+        cannot(e)
+    })
+}
+
+/// Where the emap read from the float model with SHA-256 `sha256` is cached.
+pub fn cache_path(dir: &Path, sha256: &str) -> PathBuf {
+    dir.join(format!("emap-{sha256}.safetensors"))
 }
 
 /// Reads a side file, checked to hold one `[rows, 512]` F32 tensor.
@@ -67,30 +82,59 @@ pub fn parse_emap(bytes: &[u8]) -> Result<Tensor, String> {
     Tensor::new(view.shape(), data).ok_or_else(|| "tensor `emap` has a bad length".into())
 }
 
-/// The emap for `entry`: its side file when present, else read from the
-/// float graph (`emap_source`, or the model itself).
-pub fn load_emap(catalog: &Catalog, entry: &ModelEntry) -> Result<Tensor, StoreError> {
+/// The emap for `entry`: its side file when present, else the copy cached
+/// under `cache` for its float model's SHA-256, else read from the float
+/// graph (`emap_source`, or the model itself) and cached there. A float
+/// model the manifest has no SHA-256 for is read every time.
+pub fn load_emap(catalog: &Catalog, entry: &ModelEntry, cache: Option<&Path>) -> Result<Tensor, StoreError> {
     let side = side_file(entry);
     if side.is_file() {
         return read_emap(&side);
     }
+    let cached = match (cache, &float_entry(catalog, entry)?.sha256) {
+        (Some(dir), Some(sha256)) => Some(cache_path(dir, sha256)),
+        _ => None,
+    };
+    if let Some(path) = cached.as_deref().filter(|p| p.is_file()) {
+        match read_emap(path) {
+            Ok(emap) => return Ok(emap),
+            Err(e) => log::warn!("model `{}`: the cached emap is unusable ({e}); reading the graph again", entry.name),
+        }
+    }
     log::info!(
-        "model `{}`: no emap side file at {}; reading it from the graph (run `fusiond emap {}` to cache it)",
+        "model `{}`: no emap side file at {}; reading it from the graph{}",
         entry.name,
         side.display(),
-        entry.name
+        match &cached {
+            Some(path) => format!(" and caching it in {}", path.display()),
+            None => format!(" (pin its sha256 in the manifest to cache it, or run `fusiond emap {}`)", entry.name),
+        }
     );
-    from_graph(catalog, entry)
+    let emap = from_graph(catalog, entry)?;
+    if let Some(path) = cached {
+        let written = std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))
+            .map_err(|e| StoreError::Emap(format!("cannot create {}: {e}", path.display())))
+            .and_then(|()| write_emap(&path, &emap));
+        if let Err(e) = written {
+            log::warn!("model `{}`: the emap is not cached: {e}", entry.name);
+        }
+    }
+    Ok(emap)
+}
+
+/// The model whose graph holds `entry`'s emap.
+fn float_entry<'a>(catalog: &'a Catalog, entry: &'a ModelEntry) -> Result<&'a ModelEntry, StoreError> {
+    Ok(match &entry.emap_source {
+        Some(source) => catalog.entry(source)?,
+        None => entry,
+    })
 }
 
 /// The emap read from `entry`'s float graph: its `emap_source` (quantisers
 /// rename and fold initializers, so an INT8 graph cannot be searched), or
 /// the model itself.
 pub fn from_graph(catalog: &Catalog, entry: &ModelEntry) -> Result<Tensor, StoreError> {
-    let float = match &entry.emap_source {
-        Some(source) => catalog.entry(source)?,
-        None => entry,
-    };
+    let float = float_entry(catalog, entry)?;
     extract_emap(&catalog.open_file(float)?).map_err(|e| match e {
         StoreError::Emap(m) => StoreError::Emap(format!("model `{}`: {m}", entry.name)),
         other => other,

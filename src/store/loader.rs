@@ -71,11 +71,18 @@ impl ModelTimings {
 pub struct Loader {
     catalog: Catalog,
     engines: Engines,
+    /// Where emaps read from graphs are cached (`emap::load_emap`).
+    cache: Option<PathBuf>,
 }
 
 impl Loader {
     pub fn new(catalog: Catalog, engines: impl Into<Engines>) -> Loader {
-        Loader { catalog, engines: engines.into() }
+        Loader { catalog, engines: engines.into(), cache: None }
+    }
+
+    /// The same loader, caching what it reads out of graphs under `dir`.
+    pub fn with_cache(self, dir: Option<PathBuf>) -> Loader {
+        Loader { cache: dir, ..self }
     }
 
     /// A loader over the manifests of `dirs`.
@@ -126,7 +133,7 @@ impl Loader {
         let file_bytes = file.len() as u64;
         let model = self.on_engine(entry, file, &entry.input_shapes())?;
         let emap = match entry.contract {
-            Contract::Inswapper => Some(emap::load_emap(&self.catalog, entry)?),
+            Contract::Inswapper => Some(emap::load_emap(&self.catalog, entry, self.cache.as_deref())?),
             _ => None,
         };
         let t = Instant::now();

@@ -78,7 +78,8 @@ impl Store {
         };
         catalog.set_verify(staged.is_none() || config.models.verify_on_load);
         let cache = Cache::new(config.models.cache_max_models, config.models.cache_max_mib * 1024 * 1024);
-        Ok(Store { loader: Loader::new(catalog, engines), config: config.clone(), staged, cache: Mutex::new(cache) })
+        let loader = Loader::new(catalog, engines).with_cache(Some(config.pipeline.state_dir.join("cache")));
+        Ok(Store { loader, config: config.clone(), staged, cache: Mutex::new(cache) })
     }
 
     /// Names of the cached models, least recently used first.

@@ -5,12 +5,12 @@
 # Debian's cross gcc is the linker and CC (ring and tract-linalg assemble
 # with it); the target's libc, libsystemd and kernel headers come from a
 # Debian bookworm sysroot that mmdebstrap extracts (cached in the target dir),
-# so the host's dpkg architectures stay as they are.
+# so the host's dpkg architectures stay as they are (tests/cross/toolchain.sh).
 #
 #   tests/cross/run.sh [aarch64|armv7]...   (default: both)
 #   CROSS_STEPS="build test"                (default; "build" only skips qemu;
-#                                            "release": the edge binary with and without
-#                                            `ort`, its size, and a smoke run under qemu)
+#                                            "deb": the target's Debian package, built
+#                                            against bullseye and checked by tests/deb/run.sh)
 #   CROSS_IT="capture:: cli::"              integration test filters to run under qemu too ("all": every one)
 #   CROSS_DEADLINE=<unix time>              stop building at this time (CI's time budget): what
 #                                            finished stays cached for the next run, and the
@@ -22,16 +22,7 @@ arches=("$@")
 ((${#arches[@]})) || arches=(aarch64 armv7)
 steps="${CROSS_STEPS:-build test}"
 
-need=()
-for p in gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf qemu-user mmdebstrap; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need+=("$p")
-done
-if ((${#need[@]})); then
-    echo "cross: installing ${need[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq || echo "cross: apt-get update reported errors; trying the install anyway"
-    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+. tests/cross/toolchain.sh
 
 # What this run skipped, for the summary at the end. A target whose tests
 # are skipped twice in a row with the same cache fails the run: a deadline
@@ -80,31 +71,17 @@ for arch in "${arches[@]}"; do
         skip "$arch" "not built: less than 2 min left"
         continue
     fi
-    case "$arch" in
-    aarch64) triple=aarch64-unknown-linux-gnu gnu=aarch64-linux-gnu deb=arm64 qemu=qemu-aarch64 ;;
-    armv7) triple=armv7-unknown-linux-gnueabihf gnu=arm-linux-gnueabihf deb=armhf qemu=qemu-arm ;;
-    *) echo "unknown arch $arch (aarch64 or armv7)" >&2; exit 2 ;;
-    esac
-    rustup target add "$triple" >/dev/null 2>&1 || rustup target add "$triple"
-    sysroot="$CARGO_TARGET_DIR/cross/sysroot-$deb"
-    if [ ! -f "$sysroot/.complete" ]; then
-        echo "cross: extracting a bookworm $deb sysroot into $sysroot"
-        rm -rf "$sysroot"
-        mkdir -p "$(dirname "$sysroot")"
-        mmdebstrap --quiet --arch="$deb" --variant=extract \
-            --include=libc6-dev,libsystemd-dev,linux-libc-dev,libgcc-s1 \
-            bookworm "$sysroot" http://deb.debian.org/debian
-        touch "$sysroot/.complete"
+    toolchain "$arch" bookworm
+    if [[ " $steps " == *" deb "* ]]; then
+        start=$SECONDS
+        within_deadline bash tests/deb/run.sh "$deb" || {
+            skip "$arch" "package not built: the build reached CROSS_DEADLINE"
+            continue
+        }
+        echo "cross: $deb package built and checked in $((SECONDS - start)) s"
+        # tests/deb/run.sh set the bullseye sysroot's variables in its own
+        # process only; these are the bookworm ones again.
     fi
-    T="$(tr 'a-z-' 'A-Z_' <<<"$triple")"
-    t="${triple//-/_}"
-    libdirs="$sysroot/usr/lib/$gnu:$sysroot/lib/$gnu"
-    export "CARGO_TARGET_${T}_LINKER=$gnu-gcc"
-    export "CARGO_TARGET_${T}_RUSTFLAGS=-C link-arg=--sysroot=$sysroot -C link-arg=-Wl,-rpath-link,$libdirs"
-    export "CARGO_TARGET_${T}_RUNNER=$qemu -L $sysroot"
-    export "CC_${t}=$gnu-gcc" "CFLAGS_${t}=--sysroot=$sysroot"
-    export "PKG_CONFIG_SYSROOT_DIR_${t}=$sysroot" "PKG_CONFIG_LIBDIR_${t}=$sysroot/usr/lib/$gnu/pkgconfig:$sysroot/usr/share/pkgconfig"
-    export "BINDGEN_EXTRA_CLANG_ARGS_${t}=--target=$gnu --sysroot=$sysroot"
     # Spawned copies of the binary (CLI and daemon tests) run through qemu too.
     export FUSIOND_TEST_RUNNER="$qemu -L $sysroot"
     # Emulated, models load and run about ten times slower.
@@ -161,24 +138,5 @@ for arch in "${arches[@]}"; do
         [ "$it" = all ] && filters=(--skip stability:: --skip browser::)
         cargo test --profile cross --target "$triple" --test it --quiet -- "${filters[@]}"
         echo "cross: $triple integration tests ($it) under $qemu in $((SECONDS - start)) s"
-    fi
-    if [[ " $steps " == *" release "* ]]; then
-        dist="$CARGO_TARGET_DIR/cross/dist"
-        mkdir -p "$dist"
-        for features in "" ort; do
-            start=$SECONDS
-            cargo build --release --target "$triple" --bin fusiond --quiet ${features:+--features "$features"}
-            out="$dist/fusiond-$triple${features:+-$features}"
-            cp "$CARGO_TARGET_DIR/$triple/release/fusiond" "$out"
-            echo "cross: $triple release${features:+ --features $features} in $((SECONDS - start)) s:" \
-                "$(stat -c %s "$out") bytes ($(file -b "$out" | cut -d, -f1-2))"
-        done
-        # The shipped binary on the target's CPU: two faces in a real photo.
-        shared="${FUSIOND_SHARED:-$(cd .. && pwd)/shared}"
-        start=$SECONDS
-        $qemu -L "$sysroot" "$dist/fusiond-$triple" detect "$shared/images/fr_two_people.jpg" \
-            --models "$shared/models" --detector scrfd_500m --json |
-            python3 -c 'import json, sys; faces = json.load(sys.stdin)["faces"]; assert len(faces) == 2, faces; print("cross: release smoke:", [f["box"] for f in faces])'
-        echo "cross: $triple release smoke run under $qemu in $((SECONDS - start)) s"
     fi
 done

@@ -224,3 +224,32 @@ fn zero_and_huge_numeric_flags_are_refused_with_a_reason() {
         assert!(stderr.contains(says) && !stderr.contains("panicked"), "{flags:?}: {stderr}");
     }
 }
+
+/// The Debian postinst starts the daemon only when `check-config` passes,
+/// and prints its message otherwise: a missing model must fail it, naming
+/// the model.
+#[test]
+fn check_config_passes_with_the_models_and_names_a_missing_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("fusiond.toml");
+    let write = |dirs: &str| {
+        let text = std::fs::read_to_string(crate::util::repo("config/fusiond.toml")).unwrap();
+        std::fs::write(&config, format!("{text}\n")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("conf.d")).unwrap();
+        let tier = "[[tier]]\nname = \"fast\"\nmodels = [\"yunet_2023mar\", \"arcface_fr\", \"identity_swapper\"]\n";
+        let fragment = format!("[models]\ndirs = [{dirs}]\nstart_tier = \"fast\"\n\n{tier}");
+        std::fs::write(tmp.path().join("conf.d/50-models.toml"), fragment).unwrap();
+    };
+    let (models, contract) = (shared("models"), contract_models());
+    write(&format!("{:?}, {:?}", p(&models), p(&contract)));
+    let out = fusiond(&["check-config", "--config", p(&config)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(": ok ("), "{stdout}");
+    assert!(!stdout.contains("TensorRT engines:"), "no TensorRT on tract: {stdout}");
+
+    write(&format!("{:?}", p(tmp.path())));
+    let out = fusiond(&["check-config", "--config", p(&config)]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("yunet"), "{}", stderr(&out));
+}

@@ -353,3 +353,17 @@ fn a_missing_foreign_or_too_old_onnx_runtime_is_an_error_not_a_panic() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// `auto`, the default, runs models on ONNX Runtime when its library loads,
+/// and says so in each model's placement (which `stats` carries).
+#[test]
+fn auto_runs_on_onnx_runtime_when_its_library_loads() {
+    let mut config = InferenceSettings::default();
+    assert_eq!(config.engine, EngineKind::Auto);
+    config.ort.library = ort_library();
+    let engines = Engines::from_settings(&config).unwrap();
+    assert_eq!(engines.describe(), "ort");
+    let loader = Loader::open(&[shared("models")], engines).unwrap();
+    let entry = loader.catalog().entry("arcface_fr").unwrap().clone();
+    assert_eq!(loader.load_with(&entry, &entry.input_shapes()).unwrap().placement().engine, "ort");
+}

@@ -2,7 +2,6 @@ use crate::util::{catalog, contract_models, image, psnr, region, shared, Models}
 use fusiond::face::{Embedding, Face, LivePipeline, SelectorMode};
 use fusiond::infer::{InputShape, Tensor};
 use fusiond::npy;
-use fusiond::store::emap::{extract_emap, read_emap, write_emap};
 use fusiond::vision::{paste_region, warp_affine_into, Affine, RgbImage, Template};
 use std::time::Instant;
 
@@ -227,20 +226,6 @@ fn inswapper_latent_matches_numpy_with_and_without_renormalisation() {
         let out = model.session().unwrap().run(&[("target", &target), ("source", &got)]).unwrap();
         assert_eq!(out.get("source_echo").unwrap().data(), got.data());
     }
-}
-
-#[test]
-fn emap_side_file_round_trips_and_matches_the_graph() {
-    let catalog = catalog();
-    let entry = catalog.entry("known_emap").unwrap();
-    let from_graph = extract_emap(&catalog.0.catalog().open_file(entry).unwrap()).unwrap();
-    assert_eq!(from_graph.shape(), &[512, 512]);
-    let tmp = tempfile::tempdir().unwrap();
-    let side = tmp.path().join("known.emap.safetensors");
-    write_emap(&side, &from_graph).unwrap();
-    assert_eq!(read_emap(&side).unwrap(), from_graph);
-    std::fs::write(&side, b"not safetensors").unwrap();
-    assert!(read_emap(&side).unwrap_err().to_string().contains("fusiond emap"));
 }
 
 #[test]

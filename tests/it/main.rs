@@ -8,6 +8,7 @@ mod daemon;
 mod daemon_config;
 mod daemon_pixels;
 mod discovery;
+mod emap;
 #[cfg(feature = "ort")]
 mod engines;
 mod face_core;

@@ -124,10 +124,14 @@ fn sysusers_and_tmpfiles_apply_to_a_root() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    for p in ["run/fusiond", "var/lib/fusiond/models", "etc/fusiond/conf.d"] {
+    for p in ["run/fusiond", "var/lib/fusiond/models", "var/lib/fusiond/state", "etc/fusiond/conf.d"] {
         assert!(r.join(p).is_dir(), "{p} not created");
     }
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    // The state directory is the daemon user's, as StateDirectory= makes it.
+    let uid: u32 =
+        passwd.lines().find(|l| l.starts_with("fusiond:")).unwrap().split(':').nth(2).unwrap().parse().unwrap();
+    assert_eq!(std::fs::metadata(r.join("var/lib/fusiond/state")).unwrap().uid(), uid);
     for secret in ["etc/fusiond/mqtt-password", "etc/fusiond/http-token"] {
         let mode = std::fs::metadata(r.join(secret)).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{secret}");

@@ -37,18 +37,21 @@ pub fn shared(rel: &str) -> PathBuf {
 /// The fusiond binary as a command. Under qemu-user (tests/cross/run.sh) it
 /// runs through $FUSIOND_TEST_RUNNER, e.g. `qemu-aarch64 -L <sysroot>`, as
 /// cargo runs the test binary itself.
+/// Its emap cache is a folder of this test process's, not the user's.
 pub fn fusiond_command() -> std::process::Command {
     let bin = env!("CARGO_BIN_EXE_fusiond");
     let runner = std::env::var("FUSIOND_TEST_RUNNER").unwrap_or_default();
     let mut words = runner.split_whitespace();
-    match words.next() {
+    let mut c = match words.next() {
         Some(program) => {
             let mut c = std::process::Command::new(program);
             c.args(words).arg(bin);
             c
         }
         None => std::process::Command::new(bin),
-    }
+    };
+    c.env("FUSIOND_CACHE_DIR", std::env::temp_dir().join(format!("fusiond-test-cache-{}", std::process::id())));
+    c
 }
 
 pub fn image(name: &str) -> RgbImage {

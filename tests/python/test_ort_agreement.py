@@ -125,3 +125,28 @@ def test_raw_outputs_match_onnxruntime_on_a_real_photo(name, file, shape):
             assert got.size == ref.size, (out.name, got.shape, ref.shape)
             err = np.abs(got.reshape(-1) - ref.reshape(-1)).max()
             assert err <= 1e-3 * max(1.0, np.abs(ref).max()), f"{out.name}: max abs diff {err}"
+
+
+def test_generated_models_use_the_lowest_ir_version_their_opset_allows(tmp_path):
+    """The generators' files load in the ONNX Runtime versions boxes carry:
+    onnx writes its newest IR version (14 with onnx 1.23), which ONNX
+    Runtime 1.28 refuses, so each generator sets the lowest its opset allows."""
+    import onnx
+    from onnx import helper
+
+    contract = Path(os.environ.get("FUSIOND_CONTRACT_MODELS") or tmp_path / "contract")
+    if not (contract / "manifest.toml").exists():
+        subprocess.run([sys.executable, str(ROOT / "models" / "make_contract_models.py"), str(contract)], check=True)
+    files = sorted(contract.glob("*.onnx"))
+    assert files, f"no models in {contract}"
+    for f in files:
+        model = onnx.load(str(f), load_external_data=False)
+        lowest = helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
+        assert model.ir_version == lowest, f"{f.name}: IR version {model.ir_version}, its opset allows {lowest}"
+    # The inswapper-size bench swapper (554 MB, about 20 s), loaded by onnxruntime.
+    bench = tmp_path / "bench"
+    subprocess.run([sys.executable, str(ROOT / "models" / "make_bench_swapper.py"), str(bench)],
+                   check=True, capture_output=True)
+    model = onnx.load(str(bench / "inswapper_bench_128.onnx"), load_external_data=False)
+    assert model.ir_version == helper.find_min_ir_version_for(list(model.opset_import))
+    ort.InferenceSession(str(bench / "inswapper_bench_128.onnx"), providers=["CPUExecutionProvider"])

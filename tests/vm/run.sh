@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Boot acceptance test: a Debian bookworm guest with systemd, udev, the vivid
-# V4L2 driver, v4l2loopback (built by dkms into the image) and mosquitto boots
-# fusiond from its units (stage → daemon) on qemu (TCG), and the host checks it
-# over MQTT and a 9p command channel, including the V4L2 output.
+# V4L2 driver, v4l2loopback (built by dkms into the image) and mosquitto, with
+# fusiond's amd64 package installed by apt, boots fusiond from its units
+# (stage → daemon) on qemu (TCG), and the host checks it over MQTT and a 9p
+# command channel, including the V4L2 output; then the package is purged,
+# its previous version installed and upgraded, removed and purged again
+# (tests/vm/package.sh).
 # Under TCG one detection takes seconds, so the guest's WatchdogSec is 60.
 #
 #   base image   mmdebstrap, cached in $CARGO_TARGET_DIR/vm keyed by the
 #                package list (about 3 minutes the first time)
-#   disk         mke2fs -d from the base plus this build's payload (no loop mount)
+#   disk         mke2fs -d from the base, the models, a conf.d fragment and the
+#                package apt installed in a chroot (no loop mount)
 #   guest        -accel tcg (the machine's /dev/kvm does not boot a stock kernel)
 #   channel      hostfwd 127.0.0.1:$PORT → guest 1883; 9p share `share` where a
 #                guest agent runs cmd/*.sh and leaves *.out and *.rc
@@ -29,33 +33,31 @@ if [ ! -f "$base" ]; then
     mv "$base.partial.tar.zst" "$base"
 fi
 
-# The test profile's binary (dependencies optimised): cargo test built it
-# already, so CI does not compile a release build just for this.
-cargo build --quiet
+# The packages: this build's (tests/deb/run.sh amd64 made it) and the
+# previous version, the same build repackaged one version lower, for the
+# upgrade test (tests/vm/package.sh).
+version=$(bash debian/build.sh --version)
+deb_new="${FUSIOND_DEB_OUT:-$CARGO_TARGET_DIR/deb}/fusiond_${version}_amd64.deb"
+[ -f "$deb_new" ] || { echo "vm: $deb_new is missing: run tests/deb/run.sh amd64 (or debian/build.sh amd64) first" >&2; exit 1; }
 qemu_pid=""
 run=$(mktemp -d "$work/run.XXXXXX")
-trap 'kill "$qemu_pid" 2>/dev/null || true; rm -rf "$run"' EXIT
+trap 'kill "$qemu_pid" 2>/dev/null || true; umount "$run/rootfs/proc" 2>/dev/null || true; rm -rf "$run"' EXIT
 root="$run/rootfs"
 share="$run/share"
 mkdir -p "$root" "$share/cmd"
+version_old="$version~prev"
+FUSIOND_DEB_NO_BUILD=1 FUSIOND_DEB_VERSION="$version_old" FUSIOND_DEB_OUT="$share" bash debian/build.sh amd64 | sed 's/^/vm: previous version: /'
+cp "$deb_new" "$share/"
 tar -C "$root" --zstd -xf "$base"
 loopback=$(find "$root/lib/modules" -name 'v4l2loopback.ko*' | head -1)
 [ -n "$loopback" ] || { echo "vm: the base image has no v4l2loopback module (dkms did not build it); delete $base" >&2; exit 1; }
 
-# --- payload: fusiond, its units, config and models ---
-install -m 0755 "$CARGO_TARGET_DIR/debug/fusiond" "$root/usr/bin/fusiond"
-install -m 0644 systemd/fusiond.service systemd/fusiond-stage.service "$root/usr/lib/systemd/system/"
-install -m 0644 systemd/fusiond.sysusers "$root/usr/lib/sysusers.d/fusiond.conf"
-install -m 0644 systemd/fusiond.tmpfiles "$root/usr/lib/tmpfiles.d/fusiond.conf"
-mkdir -p "$root/etc/systemd/system/multi-user.target.wants" "$root/etc/fusiond/conf.d" \
-    "$root/var/lib/fusiond/models" "$root/var/lib/fusiond/contract"
-for u in fusiond.service fusiond-stage.service; do
-    ln -sf "/usr/lib/systemd/system/$u" "$root/etc/systemd/system/multi-user.target.wants/$u"
-done
+# --- what an operator provisions before the package: models, and a conf.d
+# fragment for this box ---
+mkdir -p "$root/etc/fusiond/conf.d" "$root/var/lib/fusiond/models" "$root/var/lib/fusiond/contract"
 cp "$shared/models/face_detection_yunet_2023mar.onnx" "$shared/models/arcface_fr_feature.onnx" "$root/var/lib/fusiond/models/"
 "$FUSIOND_PYTHON" models/make_contract_models.py "$run/contract" >/dev/null
 cp "$run/contract/identity_swapper_128.onnx" "$run/contract/manifest.toml" "$root/var/lib/fusiond/contract/"
-install -m 0644 config/fusiond.toml "$root/etc/fusiond/fusiond.toml"
 cat > "$root/etc/fusiond/conf.d/50-vm.toml" <<'TOML'
 [models]
 dirs = ["/var/lib/fusiond/models", "/var/lib/fusiond/contract"]
@@ -85,12 +87,20 @@ reopen_max_ms = 2000
 [debug]
 stall_command = true
 TOML
-# The user and directories exist from the image on (systemd-sysusers only
-# runs at boot when /etc needs an update).
-systemd-sysusers --root="$root" "$PWD/systemd/fusiond.sysusers" >/dev/null
-systemd-tmpfiles --root="$root" --create "$PWD/systemd/fusiond.tmpfiles" >/dev/null || true
 mkdir -p "$root/etc/systemd/system/fusiond.service.d"
 printf '[Service]\nWatchdogSec=60\n' > "$root/etc/systemd/system/fusiond.service.d/50-vm-test.conf"
+
+# --- the package, installed by apt in the image (its dependencies resolved
+# against the image's packages; no network): the postinst makes the user
+# and the directories and enables both units; no systemd runs here, so it
+# starts nothing and the guest's boot starts the daemon ---
+cp "$deb_new" "$root/tmp/"
+mount -t proc proc "$root/proc"
+chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "/tmp/${deb_new##*/}" \
+    > "$run/apt.log" 2>&1 || { cat "$run/apt.log" >&2; echo "vm: apt-get install of the package failed" >&2; exit 1; }
+umount "$root/proc"
+rm "$root/tmp/${deb_new##*/}"
+echo "vm: installed in the image: $(grep -m1 -o 'Setting up fusiond ([^)]*)' "$run/apt.log")"
 
 # --- the guest's own plumbing ---
 echo vm > "$root/etc/hostname"
@@ -171,6 +181,7 @@ guest() {
     [ "$(cat "$f.rc")" = 0 ] || fail "guest command failed: $1"
 }
 sub() { mosquitto_sub -h 127.0.0.1 -p "$port" "$@"; }
+. tests/vm/package.sh
 wait_available() {
     for _ in $(seq 400); do
         [ "$(sub -C 1 -W 3 -t fusiond/vm/available 2>/dev/null || true)" = "$1" ] && return 0
@@ -199,6 +210,7 @@ journal_record() {
 wait_available online
 ready_host=$(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $boot_start }")
 echo "vm: available=online ${ready_host}s after qemu started"
+package_installed
 
 for i in 1 2 3; do
     sub -C 1 -W 120 -t fusiond/vm/frame > "$run/frame$i.jpg" || fail "no frame $i on fusiond/vm/frame"
@@ -326,4 +338,6 @@ record=$(journal_record "cannot open V4L2 output" "PRIORITY|CODE_FILE|THREAD")
 echo "$record" | grep -qx ' *PRIORITY=4' || fail "the missing-output warning is not PRIORITY=4: $record"
 echo "$record" | grep -qx ' *CODE_FILE=src/vcam/mod.rs' || fail "the warning names no CODE_FILE: $record"
 echo "vm: journald fields of the missing-output warning:" $record
+# The package's upgrade and removal (tests/vm/package.sh).
+package_lifecycle
 echo "vm: ok"

@@ -1,0 +1,45 @@
+//! inswapper's emap: side files, and the cache of emaps read out of graphs.
+
+use crate::util::{catalog, contract_models};
+use fusiond::infer::{Tensor, TractBackend};
+use fusiond::store::emap::{self, extract_emap, read_emap, write_emap};
+use fusiond::store::Loader;
+
+#[test]
+fn emap_side_file_round_trips_and_matches_the_graph() {
+    let catalog = catalog();
+    let entry = catalog.entry("known_emap").unwrap();
+    let from_graph = extract_emap(&catalog.0.catalog().open_file(entry).unwrap()).unwrap();
+    assert_eq!(from_graph.shape(), &[512, 512]);
+    let tmp = tempfile::tempdir().unwrap();
+    let side = tmp.path().join("known.emap.safetensors");
+    write_emap(&side, &from_graph).unwrap();
+    assert_eq!(read_emap(&side).unwrap(), from_graph);
+    std::fs::write(&side, b"not safetensors").unwrap();
+    assert!(read_emap(&side).unwrap_err().to_string().contains("fusiond emap"));
+}
+
+/// An emap read out of a graph (no side file) is cached by the float
+/// model's SHA-256, and the next load takes the cached copy, not the graph.
+#[test]
+fn an_emap_read_from_the_graph_is_cached_by_the_models_sha256() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let loader = Loader::open(&[contract_models()], std::sync::Arc::new(TractBackend::default()))
+        .unwrap()
+        .with_cache(Some(cache.clone()));
+    let entry = loader.catalog().entry("known_emap").unwrap().clone();
+    assert!(!emap::side_file(&entry).exists(), "the contract models have no side files");
+    let first = loader.load(&entry).unwrap().emap.unwrap();
+    let path = emap::cache_path(&cache, entry.sha256.as_deref().unwrap());
+    assert_eq!(read_emap(&path).unwrap(), first);
+
+    let doubled = Tensor::new(first.shape(), first.data().iter().map(|v| v * 2.0).collect()).unwrap();
+    write_emap(&path, &doubled).unwrap();
+    assert_eq!(loader.load(&entry).unwrap().emap.unwrap(), doubled, "the cache is read, not the graph");
+
+    // A broken cache file is read around and replaced by the graph's emap.
+    std::fs::write(&path, b"not safetensors").unwrap();
+    assert_eq!(loader.load(&entry).unwrap().emap.unwrap(), first);
+    assert_eq!(read_emap(&path).unwrap(), first);
+}
