@@ -51,6 +51,8 @@ pub enum Command {
     Infer(tools::InferArgs),
     /// Extract inswapper's emap from a float graph into its safetensors side file.
     Emap(tools::EmapArgs),
+    /// Time each node of a model's plan on tract, summed by operator and by ONNX node.
+    Profile(tools::ProfileArgs),
     /// Stage the configured tiers' models into the tmpfs ramdisk (run at boot, as root).
     /// Exit status: 0 every tier usable, 2 some, 1 none.
     Stage(store::StageArgs),
@@ -242,6 +244,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Detect(a) => detect::run(a).map(|()| 0),
         Command::Swap(a) => swap::run(a).map(|()| 0),
         Command::Infer(a) => tools::infer(a).map(|()| 0),
+        Command::Profile(a) => tools::profile(a).map(|()| 0),
         Command::Emap(a) => tools::emap(a).map(|()| 0),
         Command::Stage(a) => store::stage_cmd(a),
         Command::Load(a) => store::load(a).map(|()| 0),

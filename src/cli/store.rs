@@ -57,8 +57,8 @@ pub fn check_config(args: ConfigArgs) -> Result<()> {
         engines.describe()
     );
     // The package's postinst runs `fusiond warm` before the first start
-    // when it sees this line.
-    if config.inference.builds_engines() {
+    // when it sees this line (`auto` may have fallen back to tract).
+    if config.inference.builds_engines() && engines.runs_on("ort") {
         println!(
             "TensorRT engines: built at load and cached in {} (`fusiond warm` builds them ahead)",
             config.inference.ort.tensorrt.cache_dir.display()

@@ -62,6 +62,11 @@ impl Engines {
         Ok(Engines { default: pick(config.engine)?, by_model })
     }
 
+    /// Whether some model runs on the engine called `engine` (`tract`, `ort`).
+    pub fn runs_on(&self, engine: &str) -> bool {
+        self.default.name() == engine || self.by_model.values().any(|b| b.name() == engine)
+    }
+
     pub fn for_model(&self, name: &str) -> &dyn Backend {
         &**self.by_model.get(name).unwrap_or(&self.default)
     }
@@ -142,6 +147,7 @@ mod tests {
         config.ort.library = "/nonexistent/libonnxruntime.so".into();
         let e = Engines::from_settings(&config).unwrap();
         assert_eq!(e.for_model("anything").name(), "tract");
+        assert!(!e.runs_on("ort"));
         config.engine = EngineKind::Ort;
         assert!(Engines::from_settings(&config).is_err());
     }

@@ -8,6 +8,7 @@ mod engines;
 pub mod onnx;
 #[cfg(feature = "ort")]
 mod ort;
+pub mod profile;
 mod settings;
 mod tensor;
 #[cfg(feature = "tract")]
@@ -196,6 +197,25 @@ pub trait Session: Send {
     /// Runs the model. `inputs` are matched by name and must cover every model
     /// input; the outputs come back in [`Model::output_names`] order.
     fn run(&mut self, inputs: &[(&str, &Tensor)]) -> Result<Outputs>;
+
+    /// Runs the model once and times each node of the engine's own plan, in
+    /// plan order; `None` from an engine that cannot (ONNX Runtime has a
+    /// profiler of its own: `benches/ort_profile.py`).
+    fn profile(&mut self, inputs: &[(&str, &Tensor)]) -> Result<Option<Vec<NodeTime>>> {
+        let _ = inputs;
+        Ok(None)
+    }
+}
+
+/// One node of an engine's plan, timed in one run ([`Session::profile`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeTime {
+    /// The node's name: tract names the nodes it makes out of an ONNX node
+    /// `<onnx name>.<part>`.
+    pub node: String,
+    /// The engine's operator.
+    pub op: String,
+    pub time: std::time::Duration,
 }
 
 /// Named model outputs, looked up by name.

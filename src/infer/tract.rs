@@ -1,13 +1,15 @@
 //! tract-onnx backend: pure Rust, runs everywhere, executes INT8 QDQ graphs in f32.
 
 use super::{
-    fed, fix_input_shapes, Backend, InferError, InputShape, InputSpec, LoadPhases, Model, ModelBytes, Outputs,
-    Placement, Result, Session, Tensor,
+    fed, fix_input_shapes, Backend, InferError, InputShape, InputSpec, LoadPhases, Model, ModelBytes, NodeTime,
+    Outputs, Placement, Result, Session, Tensor,
 };
 use std::sync::Arc;
 use tract_linalg::multithread::{multithread_tract_scope, Executor};
 use tract_onnx::pb;
 use tract_onnx::prelude::*;
+use tract_onnx::tract_core::internal::OpState;
+use tract_onnx::tract_core::plan::EvalContext;
 
 /// The default, pure-Rust engine.
 #[derive(Debug, Default, Clone)]
@@ -149,8 +151,8 @@ impl Model for TractModel {
     }
 }
 
-impl Session for TractSession {
-    fn run(&mut self, given: &[(&str, &Tensor)]) -> Result<Outputs> {
+impl TractSession {
+    fn values(&self, given: &[(&str, &Tensor)]) -> Result<TVec<TValue>> {
         let mut values: TVec<TValue> = tvec!();
         for (spec, dt) in self.inputs.iter().zip(&self.input_types) {
             let t = fed(spec, given)?;
@@ -159,6 +161,31 @@ impl Session for TractSession {
                 if *dt == DatumType::F32 { tensor } else { tensor.cast_to_dt(*dt).map_err(run_err)?.into_owned() };
             values.push(tensor.into());
         }
+        Ok(values)
+    }
+}
+
+impl Session for TractSession {
+    fn profile(&mut self, given: &[(&str, &Tensor)]) -> Result<Option<Vec<NodeTime>>> {
+        let values = self.values(given)?;
+        let mut times = Vec::new();
+        let mut timed = |ctx: &EvalContext, state: Option<&mut (dyn OpState + 'static)>, node: &TypedNode, input| {
+            let start = std::time::Instant::now();
+            let out = tract_onnx::tract_core::plan::eval(ctx, state, node, input);
+            times.push(NodeTime { node: node.name.clone(), op: node.op().name().to_string(), time: start.elapsed() });
+            out
+        };
+        let state = &mut self.state;
+        match &self.executor {
+            Some(pool) => multithread_tract_scope(pool.clone(), || state.run_plan_with_eval(values, &mut timed)),
+            None => state.run_plan_with_eval(values, &mut timed),
+        }
+        .map_err(run_err)?;
+        Ok(Some(times))
+    }
+
+    fn run(&mut self, given: &[(&str, &Tensor)]) -> Result<Outputs> {
+        let values = self.values(given)?;
         let state = &mut self.state;
         let results = match &self.executor {
             Some(pool) => multithread_tract_scope(pool.clone(), || state.run(values)),

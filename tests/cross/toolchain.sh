@@ -17,7 +17,7 @@
 toolchain_tools() {
     local need=() p
     for p in gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf \
-        qemu-user mmdebstrap dpkg-dev; do
+        qemu-user mmdebstrap dpkg-dev file; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need+=("$p")
     done
     if ((${#need[@]})); then

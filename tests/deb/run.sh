@@ -29,6 +29,13 @@ fail() { echo "deb: FAILED: $*" >&2; exit 1; }
 glibc_needed() {
     "$1" -T "$2" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -Vu | tail -1
 }
+# The control members (maintainer scripts, conffiles, md5sums), then the
+# fields with the architecture-dependent values masked.
+control_layout() {
+    dpkg-deb -I "$1" | awk '/ bytes, +[0-9]+ lines/ { print "member:", ($5 == "*" ? $6 " (executable)" : $5) }'
+    dpkg-deb -f "$1" | sed -e 's/^Architecture: .*/Architecture: */' -e 's/^Installed-Size: .*/Installed-Size: */' \
+        -e '/^Depends:/s/ ([^)]*)//g'
+}
 above_floor() { [ "$(printf '%s\n%s\n' "$1" "$glibc_floor" | sort -V | tail -1)" != "$glibc_floor" ]; }
 # The floor check can fail: this machine's own bookworm binaries need more.
 host_floor=$(glibc_needed objdump "$(command -v ls)")
@@ -54,13 +61,14 @@ for arch in "${arches[@]}"; do
     dpkg-deb --contents "$deb_file" | awk '{ print $6 }' | sed 's|^\./|/|' | grep -v '/$' | sort >"$work/contents.$deb"
     diff -u "$work/readme.list" "$work/contents.$deb" >&2 || fail "$deb's files differ from README's list (above)"
     dpkg-deb --contents "$deb_file" | awk '{ print $6 }' | grep -qx './etc/fusiond/conf.d/' || fail "$deb has no /etc/fusiond/conf.d/"
-    # The fields, with the architecture-dependent values masked.
-    dpkg-deb -f "$deb_file" | sed -e 's/^Architecture: .*/Architecture: */' -e 's/^Installed-Size: .*/Installed-Size: */' \
-        -e '/^Depends:/s/ ([^)]*)//g' >"$work/fields.$deb"
-    if [ "$deb" != amd64 ] && [ -f "$work/fields.amd64" ]; then
-        diff -u "$work/fields.amd64" "$work/fields.$deb" >&2 || fail "$deb's control fields differ from amd64's (above)"
+    if [ "$deb" != amd64 ]; then
+        amd64_file="$out/fusiond_${version}_amd64.deb"
+        [ -f "$amd64_file" ] || fail "$amd64_file is missing: the other packages are compared with it (tests/deb/run.sh amd64)"
+        control_layout "$amd64_file" >"$work/fields.amd64"
+        control_layout "$deb_file" >"$work/fields.$deb"
+        diff -u "$work/fields.amd64" "$work/fields.$deb" >&2 || fail "$deb's control members or fields differ from amd64's (above)"
     fi
-    echo "deb: $deb layout: $(wc -l <"$work/contents.$deb") files as README lists; $(dpkg-deb -f "$deb_file" Depends)"
+    echo "deb: $deb layout: $(wc -l <"$work/contents.$deb") files as README lists${amd64_file:+, control members and fields as in amd64}; $(dpkg-deb -f "$deb_file" Depends)"
 
     root="$work/root.$deb"
     dpkg-deb -x "$deb_file" "$root"

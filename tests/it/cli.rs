@@ -253,3 +253,21 @@ fn check_config_passes_with_the_models_and_names_a_missing_one() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("yunet"), "{}", stderr(&out));
 }
+
+/// `fusiond profile` times every node of tract's plan: the operators' shares
+/// add up to the whole run, and the ONNX nodes are the graph's own names.
+#[test]
+fn profile_times_each_node_and_sums_them_by_op_and_onnx_node() {
+    let out = fusiond(&["profile", "scrfd_500m", "--models", p(&shared("models")), "--runs", "2", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["engine"].as_str(), v["profile"]["runs"].as_u64()), (Some("tract"), Some(2)));
+    let total = v["profile"]["total_ms"].as_f64().unwrap();
+    assert!(total > 0.0);
+    let ops = v["profile"]["by_op"].as_array().unwrap();
+    let sum: f64 = ops.iter().map(|o| o["percent"].as_f64().unwrap()).sum();
+    assert!((sum - 100.0).abs() < 5.0, "operator shares add up to {sum} %");
+    let nodes = v["profile"]["by_onnx_node"].as_array().unwrap();
+    assert!(nodes.iter().all(|n| !n["name"].as_str().unwrap().contains('.')), "{nodes:?}");
+    assert!(nodes.len() > 20, "SCRFD has more than 20 ONNX nodes with time: {}", nodes.len());
+}
