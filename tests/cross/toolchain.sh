@@ -94,12 +94,24 @@ toolchain() {
     cc="$gnu-gcc"
     [ "$deb" = amd64 ] && cc=gcc
     libdirs="$sysroot/usr/lib/$gnu:$sysroot/lib/$gnu"
-    export "CARGO_TARGET_${T}_LINKER=$cc"
+    # x86_64 links with the host's gcc, the default: naming it would reach
+    # the build scripts too (as RUSTFLAGS below explains).
+    if [ "$deb" = amd64 ]; then
+        unset "CARGO_TARGET_${T}_LINKER"
+    else
+        export "CARGO_TARGET_${T}_LINKER=$cc"
+    fi
     # -B and the -L in front: gcc's own start files (crt1.o) and library
     # folders would otherwise come first, and they are the host's or the
     # cross toolchain's (bookworm's glibc), not the sysroot's.
+    # RUSTFLAGS and not CARGO_TARGET_<T>_RUSTFLAGS: with --target (which every
+    # build here passes) RUSTFLAGS reaches the target's crates only, while
+    # the x86_64 target's own variable would reach the build scripts and
+    # proc macros as well, and their fingerprints would then differ between
+    # the amd64 and the ARM builds, each rebuilding the whole tree.
     local link="--sysroot=$sysroot -B$sysroot/usr/lib/$gnu -L$sysroot/usr/lib/$gnu -L$sysroot/lib/$gnu -Wl,-rpath-link,$libdirs"
-    export "CARGO_TARGET_${T}_RUSTFLAGS=$(printf -- '-C link-arg=%s ' $link)"
+    RUSTFLAGS="$(printf -- '-C link-arg=%s ' $link)"
+    export RUSTFLAGS
     export "CC_${t}=$cc" "CFLAGS_${t}=--sysroot=$sysroot"
     export "PKG_CONFIG_SYSROOT_DIR_${t}=$sysroot" "PKG_CONFIG_LIBDIR_${t}=$sysroot/usr/lib/$gnu/pkgconfig:$sysroot/usr/share/pkgconfig"
     export "BINDGEN_EXTRA_CLANG_ARGS_${t}=--target=$gnu --sysroot=$sysroot"
