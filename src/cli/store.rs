@@ -45,7 +45,12 @@ pub fn check_config(args: ConfigArgs) -> Result<()> {
     let config = args.load()?;
     let catalog = Catalog::open(&config.models.dirs)?;
     for name in config.all_models() {
-        catalog.entry(name).with_context(|| format!("a tier names model `{name}`"))?;
+        let entry = catalog.entry(name).with_context(|| format!("a tier names model `{name}`"))?;
+        anyhow::ensure!(
+            entry.file.is_file(),
+            "a tier names model `{name}`, whose file {} does not exist; put it there or add its folder to models.dirs",
+            entry.file.display()
+        );
     }
     // Loads the ONNX Runtime library when a model runs on it.
     let engines = Engines::from_settings(&config.inference)?;

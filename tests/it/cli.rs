@@ -248,10 +248,19 @@ fn check_config_passes_with_the_models_and_names_a_missing_one() {
     assert!(stdout.contains(": ok ("), "{stdout}");
     assert!(!stdout.contains("TensorRT engines:"), "no TensorRT on tract: {stdout}");
 
-    write(&format!("{:?}", p(tmp.path())));
+    // The shared models' folder left out: YuNet is a model the built-in
+    // manifest knows, but its file is not there.
+    let empty = tmp.path().join("models");
+    std::fs::create_dir_all(&empty).unwrap();
+    write(&format!("{:?}, {:?}", p(&empty), p(&contract)));
     let out = fusiond(&["check-config", "--config", p(&config)]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("yunet"), "{}", stderr(&out));
+    let missing = empty.join("face_detection_yunet_2023mar.onnx");
+    assert!(
+        stderr(&out).contains(&format!("`yunet_2023mar`, whose file {} does not exist", missing.display())),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// `fusiond profile` times every node of tract's plan: the operators' shares
