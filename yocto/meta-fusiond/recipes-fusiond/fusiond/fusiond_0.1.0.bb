@@ -22,8 +22,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 2ed9da8fc004bc5e01d63fe9cf9b049afe8bfe4a19d5e351d9ba04ff129eac01
-SRCREV = "d101c7d7b011c1561e94b1c8aa4ec26238c89d3d"
+# fusiond-inputs: cc1807fc43786714266e640b0c8b8a5f1397d3d00d7ef6f15e11a46d7b356b99
+SRCREV = "5f4c03a5b1670f6abe296c2300bcd11acc5b5e3b"
 
 S = "${WORKDIR}/git"
 
