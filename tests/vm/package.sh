@@ -56,8 +56,10 @@ package_lifecycle() {
     out=$(apt_install "fusiond_${version_old}_amd64.deb")
     echo "$out" | grep -q "fusiond: not started: " || fail "the postinst did not say why it did not start: $out"
     echo "$out" | grep -q "put the models the tiers name in /var/lib/fusiond/models" || fail "the postinst did not say how to add models: $out"
-    guest "systemctl is-active fusiond || true" | grep -qx inactive || fail "fusiond started without its models"
-    echo "vm: install $version_old without models: not started; postinst: $(echo "$out" | grep -m1 'fusiond: not started' | cut -c1-110)…"
+    local state
+    state=$(guest "systemctl show fusiond -P ActiveState")
+    case "$state" in active | activating | reloading) fail "fusiond started without its models ($state)" ;; esac
+    echo "vm: install $version_old without models: not started ($state); postinst: $(echo "$out" | grep -m1 'fusiond: not started' | cut -c1-110)…"
     guest "rm -rf /var/lib/fusiond/models && mv /var/lib/fusiond/models.away /var/lib/fusiond/models && systemctl start --no-block fusiond"
     wait_available online
 
@@ -96,7 +98,8 @@ package_lifecycle() {
     # purge removes them.
     guest "DEBIAN_FRONTEND=noninteractive apt-get remove -y -q fusiond" >"$run/remove.log"
     wait_available offline
-    guest "systemctl is-active fusiond || true" | grep -qx inactive || fail "fusiond still runs after remove"
+    state=$(guest "systemctl show fusiond -P ActiveState")
+    case "$state" in active | activating | reloading) fail "fusiond still runs after remove ($state)" ;; esac
     guest "test ! -e /usr/bin/fusiond && test -f /var/lib/fusiond/state/face_bank.safetensors && test -f /etc/fusiond/fusiond.toml" ||
         fail "remove did not keep the state and the configuration"
     echo "vm: remove: daemon stopped, binary gone, face bank and configuration kept"
