@@ -6,10 +6,13 @@
 # command channel, including the V4L2 output; then the package is purged,
 # its previous version installed and upgraded, removed and purged again
 # (tests/vm/package.sh).
-# Under TCG one detection takes seconds, so the guest's WatchdogSec is 60
-# (VM_WATCHDOG_S; on hosts whose TCG runs tract's kernels slower, a frame can
-# take longer). VM_STEPS=package runs only the package's checks: the install,
-# then its upgrade and removal.
+# Under TCG one detection takes about 9 s, so the guest's WatchdogSec is 60
+# (VM_WATCHDOG_S). The guest CPU has no AVX, AVX2 or FMA: tract picks its
+# kernels at run time, and TCG emulates the FMA ones element by element,
+# 8-9 times slower than tract's SSE kernels (qemu-x86_64 -cpu max against
+# -cpu max,-avx,-avx2,-fma, one YuNet detection: 113 s against 13 s).
+# VM_STEPS=package runs only the package's checks: the install, then its
+# upgrade and removal.
 #
 #   base image   mmdebstrap, cached in $CARGO_TARGET_DIR/vm keyed by the
 #                package list (about 3 minutes the first time)
@@ -145,7 +148,7 @@ rm -rf "$root"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 echo "vm: booting (tcg, 2 vCPUs), broker forwarded to 127.0.0.1:$port"
 boot_start=$(date +%s.%N)
-qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 2048 -nographic -no-reboot \
+qemu-system-x86_64 -accel tcg,thread=multi -cpu max,-avx,-avx2,-fma -smp 2 -m 2048 -nographic -no-reboot \
     -kernel "$run/vmlinuz" -initrd "$run/initrd" -append "root=/dev/vda rw console=ttyS0 quiet" \
     -drive "file=$run/disk.ext4,format=raw,if=virtio" \
     -virtfs "local,path=$share,mount_tag=share,security_model=none,id=share" \
