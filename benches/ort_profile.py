@@ -23,6 +23,7 @@ import tempfile
 from collections import defaultdict
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 
 
@@ -40,6 +41,25 @@ def filler(shapes):
             vals[i] = (x >> 8) / float(1 << 24)
         out[name] = vals.reshape(shape)
     return out
+
+
+def onnx_names(model):
+    """Maps the node names ORT's profiler reports to the file's node names.
+    ORT's NCHWc layout pass rewrites nodes under the name of their first
+    output plus `_nchwc`; the reorders it inserts belong to no ONNX node."""
+    graph = onnx.load(model, load_external_data=False).graph
+    names = {n.name for n in graph.node if n.name}
+    by_output = {o: (n.name or o) for n in graph.node for o in n.output[:1]}
+
+    def name(reported, op):
+        base = reported[: -len("_nchwc")] if reported.endswith("_nchwc") else reported
+        if base in names:
+            return base
+        if base in by_output:
+            return by_output[base]
+        return f"(ORT {op})"
+
+    return name
 
 
 def profile(model, shapes, runs, threads):
@@ -60,21 +80,21 @@ def profile(model, shapes, runs, threads):
     windows = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "Session" and e["name"] == "model_run")
     windows = windows[1:]
     per_run = [defaultdict(float) for _ in windows]
-    ops = {}
+    ops, onnx_of = {}, {}
+    onnx_node = onnx_names(model)
     for e in events:
         if e.get("cat") != "Node" or not e["name"].endswith("_kernel_time"):
             continue
         node = e["name"][: -len("_kernel_time")]
-        # ORT's NCHWc layout pass renames the nodes it rewrites.
-        node = node[: -len("_nchwc")] if node.endswith("_nchwc") else node
         ops[node] = e["args"].get("op_name", "?")
+        onnx_of[node] = onnx_node(node, ops[node])
         for i, (start, end) in enumerate(windows):
             if start <= e["ts"] <= end:
                 per_run[i][node] += e["dur"] / 1000.0
-    return summarize(per_run, ops)
+    return summarize(per_run, ops, onnx_of)
 
 
-def summarize(per_run, ops):
+def summarize(per_run, ops, onnx_of):
     total = statistics.median(sum(r.values()) for r in per_run)
 
     def shares(key):
@@ -91,7 +111,7 @@ def summarize(per_run, ops):
         return sorted(rows, key=lambda r: (-r["ms"], r["name"]))
 
     return {"runs": len(per_run), "total_ms": total,
-            "by_op": shares(lambda node: ops[node]), "by_onnx_node": shares(lambda node: node)}
+            "by_op": shares(lambda node: ops[node]), "by_onnx_node": shares(lambda node: onnx_of[node])}
 
 
 def side_by_side(ort_p, tract_p, top):

@@ -20,18 +20,19 @@ def pipeline(tract_path, ort_path, ref_path):
         rows = {}
         for engine, doc in runs.items():
             # fusiond-bench live's scenarios: "1 face"/"2 faces", swap mode; e2e there includes YUYV and publishing.
-            rows[engine] = next(r for r in doc["rows"] if r["scenario"] == label and r["mode"] == "swap")
+            rows[engine] = next(r for r in doc["rows"] if r["scenario"] == label and r["mode"] == "swap")["ms"]
         r = ref[key]
         stages = (
             ("inference", rows["tract"]["inference"], rows["ort"]["inference"], r["inference"]),
             ("pixelwork", rows["tract"]["pixelwork"], rows["ort"]["pixelwork"], r["pixel"]),
             ("jpeg", rows["tract"]["jpeg"], rows["ort"]["jpeg"], r["jpeg"]),
-            ("frame*", *(rows[e]["inference"] + rows[e]["pixelwork"] + rows[e]["jpeg"] for e in ("tract", "ort")), r["total"]),
+            ("frame*", rows["tract"]["frame"], rows["ort"]["frame"], r["total"]),
         )
         for name, t, o, x in stages:
             print(f"  {label:<10} {name:<12} {t:>13.2f} {o:>12.2f} {x:>10.2f} {x / t:>10.2f}x {x / o:>7.2f}x")
-    print("  frame* = inference + pixelwork + jpeg, the work both sides do (fusiond's YUYV conversion and MQTT")
-    print("  publishing are left out; fusiond-bench live prints them). ref/x > 1: fusiond is that many times faster.")
+    print("  frame* = inference + pixelwork + jpeg, the work both sides do, summed per frame and then the median")
+    print("  on both sides (fusiond's YUYV conversion and MQTT publishing are left out; fusiond-bench live prints")
+    print("  them); the stage rows are medians of their own. ref/x > 1: fusiond is that many times faster.")
 
 
 def cpu():
@@ -40,15 +41,20 @@ def cpu():
     field = lambda k: next((l.split(":", 1)[1].strip() for l in first.splitlines() if l.startswith(k)), "")
     flags = set(field("flags").split())
     vendor, family, model = field("vendor_id"), int(field("cpu family") or 0), int(field("model") or 0)
-    mhz = float(field("cpu MHz") or 0)
-    # The highest clock the core may run at: BENCH_PEAK_MHZ, else cpufreq's
-    # maximum, else the (often nominal) clock /proc/cpuinfo reports.
+    # The clock: BENCH_CLOCK_MHZ (measured by `fusiond-bench clock`, which
+    # benches/run.sh runs), else BENCH_PEAK_MHZ (given), else cpufreq's
+    # maximum or the (often nominal) clock /proc/cpuinfo reports, both
+    # assumptions.
     import os
+    mhz, source = float(field("cpu MHz") or 0), "assumed: /proc/cpuinfo's cpu MHz"
     try:
         mhz = int(open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read()) / 1e3
+        source = "assumed: cpufreq's cpuinfo_max_freq"
     except OSError:
         pass
-    mhz = float(os.environ.get("BENCH_PEAK_MHZ", mhz))
+    for var, what in (("BENCH_PEAK_MHZ", "given: BENCH_PEAK_MHZ"), ("BENCH_CLOCK_MHZ", "measured: fusiond-bench clock")):
+        if os.environ.get(var):
+            mhz, source = float(os.environ[var]), what
     # FP32 FLOP per cycle per core = FMA pipes x lanes x 2.
     if vendor == "AuthenticAMD" and family == 23 and model < 0x30:
         fp32, why = 16, "Zen/Zen+: two 128-bit FMA pipes (AVX2 runs as 2x128) = 2 x 4 lanes x 2"
@@ -64,13 +70,13 @@ def cpu():
         int8, why8 = 4 * fp32, "VNNI: a dot-product instruction does 4 u8xs8 products per 32-bit lane, 4x FP32"
     else:
         int8, why8 = 2 * fp32, "no VNNI: vpmaddubsw gives 2 u8xs8 products per 16-bit lane, at best 2x FP32"
-    return mhz, fp32, why, int8, why8
+    return mhz, source, fp32, why, int8, why8
 
 
 def roofline(models_path, gflop, model):
     gflop = float(gflop)
-    mhz, fp32, why, int8, why8 = cpu()
-    print(f"  peak per core at {mhz:.0f} MHz (BENCH_PEAK_MHZ, else cpufreq's maximum, else /proc/cpuinfo):")
+    mhz, source, fp32, why, int8, why8 = cpu()
+    print(f"  peak per core at {mhz:.0f} MHz ({source}):")
     print(f"    FP32 {fp32} FLOP/cycle = {mhz * fp32 / 1e3:.1f} GFLOP/s ({why})")
     print(f"    INT8 {int8} op/cycle = {mhz * int8 / 1e3:.1f} GOP/s ({why8})")
     print(f"  {model}: {gflop:.1f} GFLOP per swap (multiply-adds x 2 of its convolutions and matrix products)")

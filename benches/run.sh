@@ -69,4 +69,7 @@ echo "-- side by side (median ms, swap mode)"
 "$py" benches/report.py pipeline "$work/live-tract.json" "$work/live-ort.json" "$work/reference.json"
 
 echo "== 3. roofline of the inswapper-size swap"
-"$py" benches/report.py roofline "$work/models.json" "$(cat "$work/swapper/gflop")" inswapper_bench
+clock=$("$bin" clock)
+echo "  $clock"
+BENCH_CLOCK_MHZ=$(echo "$clock" | grep -o '^clock: [0-9]*' | cut -d' ' -f2) \
+    "$py" benches/report.py roofline "$work/models.json" "$(cat "$work/swapper/gflop")" inswapper_bench

@@ -5,6 +5,7 @@
 //! They print figures; nothing here asserts a speed.
 
 mod broker;
+mod clock;
 mod figures;
 mod live;
 mod models;
@@ -32,6 +33,8 @@ enum Command {
     Models(models::Args),
     /// How steady the faces of a stream are, on synthetic pans with known geometry.
     Stability(stability::Args),
+    /// The core clock, measured with a chain of dependent adds (the roofline's peak).
+    Clock(clock::Args),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +46,7 @@ fn main() -> ExitCode {
         Command::Live(a) => live::run(a),
         Command::Models(a) => models::run(a),
         Command::Stability(a) => stability::run(a),
+        Command::Clock(a) => clock::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -102,6 +102,10 @@ pub struct EngineArgs {
     /// Threads per model run (tract: per matrix product; ort: intra-op), 1 to 256.
     #[arg(long, default_value_t = 1, value_parser = parse_threads)]
     pub threads: usize,
+    /// tract: run tract's own ops where fusiond has a one-pass kernel
+    /// (inference.tract_fused_ops = false).
+    #[arg(long)]
+    pub tract_stock_ops: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -121,6 +125,7 @@ impl EngineArgs {
                 EngineChoice::Auto => EngineKind::Auto,
             },
             tract_threads: self.threads.max(1),
+            tract_fused_ops: !self.tract_stock_ops,
             ..InferenceSettings::default()
         };
         c.ort.threads = self.threads.max(1);

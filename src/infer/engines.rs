@@ -106,7 +106,7 @@ fn auto_ort(config: &InferenceSettings) -> Option<Arc<dyn Backend>> {
 
 #[cfg(feature = "tract")]
 fn tract_backend(config: &InferenceSettings) -> Option<Arc<dyn Backend>> {
-    Some(Arc::new(super::TractBackend::with_threads(config.tract_threads)))
+    Some(Arc::new(super::TractBackend::with_threads(config.tract_threads).with_fused_ops(config.tract_fused_ops)))
 }
 
 #[cfg(not(feature = "tract"))]

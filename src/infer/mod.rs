@@ -13,6 +13,8 @@ mod settings;
 mod tensor;
 #[cfg(feature = "tract")]
 mod tract;
+#[cfg(feature = "tract")]
+pub mod tract_ops;
 
 pub use engines::{EngineError, Engines};
 #[cfg(feature = "ort")]

@@ -50,6 +50,9 @@ pub struct InferenceSettings {
     pub engines: BTreeMap<String, EngineKind>,
     /// tract: threads per matrix product (1 runs on the calling thread).
     pub tract_threads: usize,
+    /// tract: fusiond's one-pass kernels in place of tract's decompositions
+    /// (PRelu); false runs tract's own ops.
+    pub tract_fused_ops: bool,
     pub ort: OrtSettings,
 }
 
@@ -59,6 +62,7 @@ impl Default for InferenceSettings {
             engine: EngineKind::Auto,
             engines: Default::default(),
             tract_threads: 1,
+            tract_fused_ops: true,
             ort: Default::default(),
         }
     }

@@ -12,17 +12,35 @@ use tract_onnx::tract_core::internal::OpState;
 use tract_onnx::tract_core::plan::EvalContext;
 
 /// The default, pure-Rust engine.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct TractBackend {
     /// Thread pool for matrix products; `None` runs on the calling thread.
     executor: Option<Executor>,
+    /// Whether fusiond's one-pass ops replace tract's decompositions
+    /// (`super::tract_ops`).
+    fused_ops: bool,
+}
+
+impl Default for TractBackend {
+    fn default() -> Self {
+        TractBackend { executor: None, fused_ops: true }
+    }
 }
 
 impl TractBackend {
     /// An engine whose matrix products use `threads` threads (a private pool
     /// shared by every model it loads); 1 runs on the caller's thread.
     pub fn with_threads(threads: usize) -> Self {
-        TractBackend { executor: (threads > 1).then(|| Executor::multithread_with_name(threads, "tract")) }
+        TractBackend {
+            executor: (threads > 1).then(|| Executor::multithread_with_name(threads, "tract")),
+            ..Self::default()
+        }
+    }
+
+    /// With `false`, tract's own ops run where fusiond has a fused one (to
+    /// compare them, or to step around a kernel).
+    pub fn with_fused_ops(self, fused_ops: bool) -> Self {
+        TractBackend { fused_ops, ..self }
     }
 }
 
@@ -97,7 +115,10 @@ impl Backend for TractBackend {
         // batch dims that contradict the fixed shapes we impose; every input
         // shape therefore comes from `specs` or from a fully static declaration.
         let start = std::time::Instant::now();
-        let onnx = tract_onnx::onnx().with_ignore_value_info(true);
+        let mut onnx = tract_onnx::onnx().with_ignore_value_info(true);
+        if self.fused_ops {
+            super::tract_ops::register(&mut onnx.op_register);
+        }
         let proto = onnx.proto_model_for_read(&mut &bytes[..]).map_err(load_err)?;
         let parsed = start.elapsed();
         let declared = declared_inputs(&proto);

@@ -20,4 +20,5 @@ mod mtls;
 mod stability;
 mod store;
 mod systemd;
+mod tract_ops;
 mod util;

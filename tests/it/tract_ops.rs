@@ -1,0 +1,90 @@
+//! fusiond's own tract ops (src/infer/tract_ops.rs) against tract's own
+//! decompositions, on the real ArcFace and its INT8 twin.
+
+use crate::util::{image, int8_models, shared};
+use fusiond::infer::{Backend, InputShape, Model, Tensor, TractBackend};
+use std::sync::Arc;
+
+/// A real photo as ArcFace's input: 112×112, RGB planes scaled to [-1, 1].
+fn face_input() -> Tensor {
+    let img = image::imageops::resize(&image("fr_obama.jpg"), 112, 112, image::imageops::FilterType::Triangle);
+    let mut data = vec![0f32; 3 * 112 * 112];
+    for (i, p) in img.pixels().enumerate() {
+        for c in 0..3 {
+            data[c * 112 * 112 + i] = (p[c] as f32 - 127.5) / 127.5;
+        }
+    }
+    Tensor::new(&[1, 3, 112, 112], data).unwrap()
+}
+
+fn load(backend: TractBackend, file: &std::path::Path, shape: &[usize]) -> Arc<dyn Model> {
+    let bytes = Arc::new(std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display())));
+    backend.load(bytes, &[InputShape::first(shape)]).unwrap()
+}
+
+/// The fused and the stock plan of `file` on `input`: both outputs (all of
+/// them, concatenated) and the op names of both plans.
+fn both(file: &std::path::Path, input: &Tensor) -> [(Vec<f32>, Vec<String>); 2] {
+    [TractBackend::default(), TractBackend::default().with_fused_ops(false)]
+        .map(|backend| run(&load(backend, file, input.shape()), input))
+}
+
+fn count(ops: &[String], name: &str) -> usize {
+    ops.iter().filter(|o| *o == name).count()
+}
+
+fn max_difference(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).fold(0f32, |m, (p, q)| m.max((p - q).abs()))
+}
+
+/// The outputs of one run and the op names of the plan's nodes.
+fn run(model: &Arc<dyn Model>, input: &Tensor) -> (Vec<f32>, Vec<String>) {
+    let name = model.inputs()[0].name.clone();
+    let mut session = model.session().unwrap();
+    let out = session.run(&[(&name, input)]).unwrap().iter().flat_map(|(_, t)| t.data().to_vec()).collect();
+    let ops = session.profile(&[(&name, input)]).unwrap().unwrap().into_iter().map(|t| t.op).collect();
+    (out, ops)
+}
+
+#[test]
+fn the_fused_prelu_gives_tracts_own_outputs_to_1e_5() {
+    let input = face_input();
+    for file in [shared("models/arcface_fr_feature.onnx"), int8_models().join("arcface_fr_feature_int8.onnx")] {
+        let [(fused, fused_ops), (stock, stock_ops)] = both(&file, &input);
+        assert_eq!(count(&fused_ops, "FusiondPrelu"), 33, "{}: every PRelu runs fused", file.display());
+        assert_eq!(count(&stock_ops, "FusiondPrelu"), 0);
+        assert_eq!(count(&fused_ops, "Iff"), 0, "no select of tract's decomposition is left");
+        assert_eq!(count(&stock_ops, "Iff"), 33);
+        assert_eq!(fused.len(), 512);
+        let scale = stock.iter().fold(0f32, |m, v| m.max(v.abs()));
+        assert!(scale > 0.1, "a real embedding, not zeros: {scale}");
+        let diff = max_difference(&fused, &stock);
+        assert!(diff <= 1e-5, "{}: the fused PRelu differs from tract's by {diff}", file.display());
+    }
+}
+
+/// YuNet on a real photo at 640×640 (its four pools are 2×2, stride 2):
+/// every output of the detector's heads the same.
+#[test]
+fn the_2x2_max_pool_gives_tracts_own_outputs_to_1e_5() {
+    let img = image::imageops::resize(&image("fr_two_people.jpg"), 640, 640, image::imageops::FilterType::Triangle);
+    let mut data = vec![0f32; 3 * 640 * 640];
+    for (i, p) in img.pixels().enumerate() {
+        for c in 0..3 {
+            data[c * 640 * 640 + i] = p[2 - c] as f32;
+        }
+    }
+    let input = Tensor::new(&[1, 3, 640, 640], data).unwrap();
+    for file in [
+        shared("models/face_detection_yunet_2023mar.onnx"),
+        int8_models().join("face_detection_yunet_2023mar_int8.onnx"),
+    ] {
+        let [(fused, fused_ops), (stock, stock_ops)] = both(&file, &input);
+        assert_eq!(count(&fused_ops, "FusiondMaxPool2x2"), 4, "{}: every pool runs fused", file.display());
+        assert_eq!(count(&stock_ops, "FusiondMaxPool2x2"), 0);
+        assert_eq!(count(&fused_ops, "OptMaxPool"), 0);
+        let diff = max_difference(&fused, &stock);
+        assert!(diff <= 1e-5, "{}: the 2x2 pool differs from tract's by {diff}", file.display());
+    }
+}
