@@ -5,7 +5,7 @@ profiler reports; a fused node keeps the name of the node it grew from).
 With --tract, the two side by side by ONNX node, as a Markdown table.
 
   ort_profile.py MODEL.onnx --shape NAME=1,3,640,640 [--shape ...]
-                 [--runs 20] [--threads 1] [--top 12] [--json]
+                 [--runs 20] [--threads 1] [--top 12] [--json] [--level all|extended|basic|none]
                  [--tract TRACT.json]    (`fusiond profile MODEL --json` of the same model;
                                           its inputs are the default --shape)
 
@@ -62,10 +62,15 @@ def onnx_names(model):
     return name
 
 
-def profile(model, shapes, runs, threads):
+LEVELS = {"all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL, "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+          "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC, "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL}
+
+
+def profile(model, shapes, runs, threads, level="all"):
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = LEVELS[level]
     sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
     feed = filler(shapes)
     sess.run(None, feed)
@@ -135,6 +140,8 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--level", choices=LEVELS, default="all",
+                    help="ONNX Runtime's graph optimisation level (all: with the NCHWc layout pass, its default)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--tract", help="`fusiond profile MODEL --json` output for the same model")
     ap.add_argument("--saved", help="this script's own --json output: print the table from it, profile nothing")
@@ -153,13 +160,14 @@ def main():
         with open(a.saved) as f:
             p = json.load(f)["profile"]
     else:
-        p = profile(a.model, shapes, a.runs, a.threads)
+        p = profile(a.model, shapes, a.runs, a.threads, a.level)
     if a.json:
-        print(json.dumps({"model": a.model, "engine": "ort", "threads": a.threads, "profile": p}))
+        print(json.dumps({"model": a.model, "engine": "ort", "threads": a.threads, "level": a.level, "profile": p}))
     elif tract:
         side_by_side(p, tract["profile"], a.top)
     else:
-        print(f"{a.model} on onnxruntime {ort.__version__}, {a.threads} thread(s): {p['runs']} profiled runs, "
+        print(f"{a.model} on onnxruntime {ort.__version__}, {a.threads} thread(s), optimisation level {a.level}: "
+              f"{p['runs']} profiled runs, "
               f"median total {p['total_ms']:.2f} ms")
         for what, rows, top in (("operator", p["by_op"], 10**9), ("ONNX node", p["by_onnx_node"], a.top)):
             print(f"  {'by ' + what:<40} {'op':<24} {'nodes':>5} {'ms':>9} {'%':>6}")

@@ -267,8 +267,9 @@ fn inference_toml(e: &EngineArgs) -> String {
         EngineKind::Auto => "auto",
     };
     format!(
-        "[inference]\nengine = \"{engine}\"\ntract_threads = {}\n[inference.ort]\nlibrary = {:?}\nthreads = {}\n",
+        "[inference]\nengine = \"{engine}\"\ntract_threads = {}\ntract_fused_ops = {}\n[inference.ort]\nlibrary = {:?}\nthreads = {}\n",
         c.tract_threads,
+        c.tract_fused_ops,
         c.ort.library.display().to_string(),
         c.ort.threads
     )

@@ -142,6 +142,9 @@ fn spawn(args: &Args, name: &str, engine: EngineChoice, threads: usize) -> Resul
     cmd.arg("--engine").arg(if engine == EngineChoice::Ort { "ort" } else { "tract" });
     cmd.arg("--threads").arg(threads.to_string());
     cmd.arg("--ort-library").arg(ort_library(args.engine.ort_library.as_deref()));
+    if args.engine.tract_stock_ops {
+        cmd.arg("--tract-stock-ops");
+    }
     let out = cmd.output().context("cannot run a benchmark row")?;
     if !out.status.success() {
         bail!("{}", String::from_utf8_lossy(&out.stderr).trim());

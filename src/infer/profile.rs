@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Share {
     pub name: String,
-    /// The engine's operator (by operator: the name itself).
+    /// The engine's operator (by operator: the name itself; by ONNX node:
+    /// the operator of its costliest plan node).
     pub op: String,
     /// How many plan nodes it covers.
     pub nodes: usize,
@@ -46,22 +47,39 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// What one key's nodes add up to while they are summed.
+struct Tally {
+    /// The op of the key's costliest node in the first run, and its ms.
+    op: (String, f64),
+    /// Nodes in one run.
+    nodes: usize,
+    /// ms in each run.
+    ms: Vec<f64>,
+}
+
 /// Sums `runs` (each one profiled run, the same plan every time) by `key`.
 fn shares(runs: &[Vec<NodeTime>], total: f64, key: impl Fn(&NodeTime) -> String) -> Vec<Share> {
-    // name -> (op, nodes in one run, ms in each run)
-    let mut acc: BTreeMap<String, (String, usize, Vec<f64>)> = BTreeMap::new();
+    let mut acc: BTreeMap<String, Tally> = BTreeMap::new();
     for (i, run) in runs.iter().enumerate() {
         for t in run {
-            let e = acc.entry(key(t)).or_insert_with(|| (t.op.clone(), 0, vec![0.0; runs.len()]));
-            e.2[i] += t.time.as_secs_f64() * 1e3;
+            let e = acc.entry(key(t)).or_insert_with(|| Tally {
+                op: (t.op.clone(), -1.0),
+                nodes: 0,
+                ms: vec![0.0; runs.len()],
+            });
+            let ms = t.time.as_secs_f64() * 1e3;
+            e.ms[i] += ms;
             if i == 0 {
-                e.1 += 1;
+                e.nodes += 1;
+                if ms > e.op.1 {
+                    e.op = (t.op.clone(), ms);
+                }
             }
         }
     }
     let mut out: Vec<Share> = acc
         .into_iter()
-        .map(|(name, (op, nodes, ms))| {
+        .map(|(name, Tally { op: (op, _), nodes, ms })| {
             let ms = median(ms);
             Share { name, op, nodes, ms, percent: if total > 0.0 { 100.0 * ms / total } else { 0.0 } }
         })
@@ -104,6 +122,7 @@ mod tests {
         let conv = &p.by_onnx_node[0];
         // conv1's two plan nodes take 8, 12 and 103 ms in the three runs.
         assert_eq!((conv.name.as_str(), conv.nodes, conv.ms), ("conv1", 2, 12.0));
+        assert_eq!(conv.op, "OptMatMul", "a node's op is that of its costliest plan node");
     }
 
     #[test]
