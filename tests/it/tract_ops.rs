@@ -88,39 +88,3 @@ fn the_2x2_max_pool_gives_tracts_own_outputs_to_1e_5() {
         assert!(diff <= 1e-5, "{}: the 2x2 pool differs from tract's by {diff}", file.display());
     }
 }
-
-/// The depthwise 3×3 convolutions of the three FP32 models, on real photos:
-/// every one runs fused, and the outputs are tract's own. ArcFace's last
-/// depthwise convolution (7×7, no padding) stays tract's.
-#[test]
-fn the_depthwise_3x3_convolution_gives_tracts_own_outputs() {
-    let photo = |size: u32, scale: f32, offset: f32| {
-        let img =
-            image::imageops::resize(&image("fr_two_people.jpg"), size, size, image::imageops::FilterType::Triangle);
-        let n = (size * size) as usize;
-        let mut data = vec![0f32; 3 * n];
-        for (i, p) in img.pixels().enumerate() {
-            for c in 0..3 {
-                data[c * n + i] = (p[c] as f32 - offset) * scale;
-            }
-        }
-        Tensor::new(&[1, 3, size as usize, size as usize], data).unwrap()
-    };
-    for (model, input, depthwise, other) in [
-        ("face_detection_yunet_2023mar.onnx", photo(640, 1.0, 0.0), 20, 0),
-        ("scrfd_500m_bnkps.onnx", photo(640, 1.0 / 128.0, 127.5), 20, 0),
-        ("arcface_fr_feature.onnx", photo(112, 1.0 / 127.5, 127.5), 16, 1),
-    ] {
-        let file = shared(&format!("models/{model}"));
-        let [(fused, fused_ops), (stock, stock_ops)] = both(&file, &input);
-        assert_eq!(count(&fused_ops, "FusiondDepthwise3x3"), depthwise, "{model}: every depthwise conv runs fused");
-        assert_eq!(count(&fused_ops, "DepthWiseConv"), other, "{model}");
-        assert_eq!(count(&stock_ops, "DepthWiseConv"), depthwise + other, "{model}");
-        let scale = stock.iter().fold(1f32, |m, v| m.max(v.abs()));
-        let diff = max_difference(&fused, &stock);
-        assert!(
-            diff <= 1e-5 * scale,
-            "{model}: the depthwise conv differs from tract's by {diff} (outputs up to {scale})"
-        );
-    }
-}

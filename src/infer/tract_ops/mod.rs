@@ -9,13 +9,10 @@
 //! |---|---|---|
 //! | PRelu | `prelu::ChannelPrelu`, one pass in place | a multiply, a comparison and a select, three passes |
 //! | MaxPool 2×2, stride 2 | `max_pool::MaxPool2x2`, two rows at a time | a generic patch walk per output value |
-//! | Conv, depthwise 3×3, stride 1 or 2, padding 1 | `depthwise::Depthwise3x3`, whole rows at a time | a window walk per output value |
 
-mod depthwise;
 mod max_pool;
 mod prelu;
 
-pub use depthwise::{depthwise_3x3, Depthwise3x3};
 pub use max_pool::{max_pool_2x2, MaxPool2x2};
 pub use prelu::{prelu_in_place, ChannelPrelu};
 use tract_onnx::model::OnnxOpRegister;
@@ -26,10 +23,6 @@ pub fn register(ops: &mut OnnxOpRegister) {
     if let Some(stock) = ops.0.get("MaxPool").copied() {
         max_pool::set_stock(stock);
     }
-    if let Some(stock) = ops.0.get("Conv").copied() {
-        depthwise::set_stock(stock);
-    }
     ops.insert("MaxPool", max_pool::parse);
-    ops.insert("Conv", depthwise::parse);
     ops.insert("PRelu", prelu::parse);
 }
