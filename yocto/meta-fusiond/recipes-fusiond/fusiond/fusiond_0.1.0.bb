@@ -22,8 +22,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: cc1807fc43786714266e640b0c8b8a5f1397d3d00d7ef6f15e11a46d7b356b99
-SRCREV = "5f4c03a5b1670f6abe296c2300bcd11acc5b5e3b"
+# fusiond-inputs: 8cd49849a17cc57d8995beed9ec5a7eec2e7b8b51405fff44b413832003fa4ab
+SRCREV = "64b812269a2c086d6c80cddd84c0434044e50d5a"
 
 S = "${WORKDIR}/git"
 
