@@ -94,7 +94,12 @@ reopen_max_ms = 2000
 stall_command = true
 TOML
 mkdir -p "$root/etc/systemd/system/fusiond.service.d"
-printf '[Service]\nWatchdogSec=%s\n' "${VM_WATCHDOG_S:-60}" > "$root/etc/systemd/system/fusiond.service.d/50-vm-test.conf"
+# A clean stop drains the frame in flight, and under TCG a frame with two
+# faces takes over 20 s (the unit's TimeoutStopSec; a box takes 0.1 s): the
+# stop timeout is scaled with the watchdog, so that a stop in the test is
+# clean (available `stopped`) as on a box, not a SIGKILL (`offline`).
+printf '[Service]\nWatchdogSec=%s\nTimeoutStopSec=%s\n' "${VM_WATCHDOG_S:-60}" "${VM_WATCHDOG_S:-60}" \
+    > "$root/etc/systemd/system/fusiond.service.d/50-vm-test.conf"
 
 # --- the package, installed by apt in the image (its dependencies resolved
 # against the image's packages; no network): the postinst makes the user
