@@ -227,6 +227,22 @@ pub struct Manifest {
     pub entries: Vec<ModelEntry>,
 }
 
+/// An entry's sha256 is 64 hex digits, and its kind, when given, is its
+/// contract's.
+fn check_hash_and_kind(r: &RawEntry) -> Result<(), String> {
+    if let Some(s) = &r.sha256 {
+        if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("sha256 `{s}` is not 64 hex digits"));
+        }
+    }
+    match r.kind {
+        Some(kind) if kind != r.contract.kind() => {
+            Err(format!("kind {kind:?} does not match contract {:?}, which is a {:?}", r.contract, r.contract.kind()))
+        }
+        _ => Ok(()),
+    }
+}
+
 impl Manifest {
     /// Parses manifest text. `origin` names the file in error messages; `dir`
     /// is where relative `file` paths point.
@@ -240,20 +256,7 @@ impl Manifest {
             if entries.iter().any(|e: &ModelEntry| e.name == r.name) {
                 return Err(invalid("the name is used twice".into()));
             }
-            if let Some(s) = &r.sha256 {
-                if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(invalid(format!("sha256 `{s}` is not 64 hex digits")));
-                }
-            }
-            if let Some(kind) = r.kind {
-                if kind != r.contract.kind() {
-                    return Err(invalid(format!(
-                        "kind {kind:?} does not match contract {:?}, which is a {:?}",
-                        r.contract,
-                        r.contract.kind()
-                    )));
-                }
-            }
+            check_hash_and_kind(&r).map_err(invalid)?;
             let (channels, norm, size) = r.contract.defaults();
             let input_size = r.input_size.unwrap_or(size);
             if input_size.iter().any(|&v| v == 0 || v > 4096) {

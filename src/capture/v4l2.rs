@@ -39,6 +39,20 @@ mod libc_errno {
     pub const EAGAIN: i32 = nix::errno::Errno::EAGAIN as i32;
 }
 
+/// The first of `allowed` (camera.formats, in order) that the device offers.
+fn choose_format(offered: &[[u8; 4]], allowed: &[String], shown: &str) -> Result<[u8; 4], CaptureError> {
+    allowed.iter().filter_map(|f| <[u8; 4]>::try_from(f.as_bytes()).ok()).find(|f| offered.contains(f)).ok_or_else(
+        || CaptureError::Format {
+            source_name: shown.to_string(),
+            message: format!(
+                "it offers {} but camera.formats allows only {}",
+                offered.iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect::<Vec<_>>().join(", "),
+                allowed.join(", ")
+            ),
+        },
+    )
+}
+
 impl V4l2Source {
     /// Opens `camera.device` (following a by-id link), negotiates the first
     /// of `camera.formats` it offers at the asked size and rate, and maps the
@@ -51,19 +65,7 @@ impl V4l2Source {
         let dev = Device::with_path(&path).map_err(|e| open_err("open", e))?;
         let offered: Vec<[u8; 4]> =
             dev.enum_formats().map_err(|e| open_err("list formats", e))?.iter().map(|d| d.fourcc.repr).collect();
-        let fourcc = s
-            .formats
-            .iter()
-            .filter_map(|f| <[u8; 4]>::try_from(f.as_bytes()).ok())
-            .find(|f| offered.contains(f))
-            .ok_or_else(|| CaptureError::Format {
-                source_name: shown.clone(),
-                message: format!(
-                    "it offers {} but camera.formats allows only {}",
-                    offered.iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect::<Vec<_>>().join(", "),
-                    s.formats.join(", ")
-                ),
-            })?;
+        let fourcc = choose_format(&offered, &s.formats, &shown)?;
         let mut fmt = dev.format().map_err(|e| open_err("get format", e))?;
         fmt.width = s.width;
         fmt.height = s.height;

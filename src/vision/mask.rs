@@ -105,6 +105,26 @@ fn sample_zero(mask: &[f32], w: usize, h: usize, x: f32, y: f32) -> f32 {
     top * (1.0 - ay) + bottom * ay
 }
 
+/// The offsets along a row, within `0..=len`, where the sample point lies
+/// strictly inside (-1, cw) × (-1, ch): each axis is (start, step per
+/// pixel, limit). Outside the span the mask is zero, so the frame stays
+/// bit-identical and nothing is sampled; `None` when the span is empty.
+fn inside_span(axes: [(f32, f32, f32); 2], len: f32) -> Option<(f32, f32)> {
+    let (mut lo, mut hi) = (0f32, len);
+    for (start, step, limit) in axes {
+        if step.abs() < 1e-12 {
+            if start <= -1.0 || start >= limit {
+                return None;
+            }
+        } else {
+            let (a, b) = ((-1.0 - start) / step, (limit - start) / step);
+            lo = lo.max(a.min(b));
+            hi = hi.min(a.max(b));
+        }
+    }
+    (hi >= lo).then_some((lo, hi))
+}
+
 /// Pastes `crop` back into `frame`, where `to_crop` maps frame pixels to crop
 /// pixels (the alignment transform). Only the paste region is visited; each
 /// pixel becomes frame·(1 − m) + crop·m with m = mask · blend. Pixels whose
@@ -124,24 +144,9 @@ pub fn paste_back(frame: &mut RgbImage, crop: &RgbImage, mask: &[f32], to_crop: 
     let [dx_x, _, _, dy_x, _, _] = to_crop.0;
     for y in y1..y2 {
         let (cx0, cy0) = to_crop.apply(x1 as f32, y as f32);
-        // The x range where the sample point lies strictly inside
-        // (-1, cw) × (-1, ch): outside it the mask is zero, so the frame
-        // stays bit-identical and nothing is sampled.
-        let (mut lo, mut hi) = (0f32, (x2 - x1) as f32);
-        for (start, step, limit) in [(cx0, dx_x, fw), (cy0, dy_x, fh)] {
-            if step.abs() < 1e-12 {
-                if start <= -1.0 || start >= limit {
-                    hi = -1.0;
-                }
-            } else {
-                let (a, b) = ((-1.0 - start) / step, (limit - start) / step);
-                lo = lo.max(a.min(b));
-                hi = hi.min(a.max(b));
-            }
-        }
-        if hi < lo {
+        let Some((lo, hi)) = inside_span([(cx0, dx_x, fw), (cy0, dy_x, fh)], (x2 - x1) as f32) else {
             continue;
-        }
+        };
         let (xa, xb) = (x1 + (lo.floor().max(0.0) as u32), (x1 + hi.ceil() as u32 + 1).min(x2));
         let row = &mut buf[y as usize * stride..(y as usize + 1) * stride];
         let (mut cx, mut cy) = to_crop.apply(xa as f32, y as f32);
