@@ -22,8 +22,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 8cd49849a17cc57d8995beed9ec5a7eec2e7b8b51405fff44b413832003fa4ab
-SRCREV = "64b812269a2c086d6c80cddd84c0434044e50d5a"
+# fusiond-inputs: 72a4041cd887355ccce127c86636e0e9cf7de7cb29dff790db66efa4d33043b6
+SRCREV = "1df0163f53f5e70050b0ae65738b6bfc895b6639"
 
 S = "${WORKDIR}/git"
 
