@@ -127,7 +127,8 @@ impl EvalOp for ChannelPrelu {
     fn eval(&self, _ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
         let x = args_1!(inputs);
         let mut x = x.into_tensor();
-        let slope = self.slope.try_as_plain_ram()?.as_slice::<f32>()?.to_vec();
+        let slope = self.slope.try_as_plain_ram()?;
+        let slope = slope.as_slice::<f32>()?;
         let inner = if slope.len() == 1 {
             x.len()
         } else {
@@ -140,7 +141,7 @@ impl EvalOp for ChannelPrelu {
             );
             x.shape()[self.axis + 1..].iter().product()
         };
-        prelu_in_place(x.try_as_plain_ram_mut()?.as_slice_mut::<f32>()?, &slope, inner);
+        prelu_in_place(x.try_as_plain_ram_mut()?.as_slice_mut::<f32>()?, slope, inner);
         Ok(tvec!(x.into_tvalue()))
     }
 }
