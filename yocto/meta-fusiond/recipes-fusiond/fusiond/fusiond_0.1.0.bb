@@ -22,8 +22,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 72a4041cd887355ccce127c86636e0e9cf7de7cb29dff790db66efa4d33043b6
-SRCREV = "1df0163f53f5e70050b0ae65738b6bfc895b6639"
+# fusiond-inputs: 946c650190d0fe92ffe313da109d36f11e3db6d17bff92cad8aa30de364df1a9
+SRCREV = "1d73269b3390a7560f86d5bdb611ba535d956b49"
 
 S = "${WORKDIR}/git"
 
