@@ -3,7 +3,8 @@
 #   1. each model on tract and ONNX Runtime (CPU), FP32 and INT8 QDQ, 1 and 2 threads;
 #   2. the full pipeline per 640x480 frame (1 and 2 faces) on each engine and in
 #      the NumPy/OpenCV + onnxruntime reference FaceFusion users have;
-#   3. the roofline of the inswapper-size swap.
+#   3. the roofline of the inswapper-size swap;
+#   4. JPEG encoding against OpenCV (and the encoder fusiond used before).
 # usage: benches/run.sh [WORKDIR]   (after tests/setup.sh; WORKDIR keeps the
 # generated models between runs; default: a temporary directory)
 set -euo pipefail
@@ -73,3 +74,7 @@ clock=$("$bin" clock)
 echo "  $clock"
 BENCH_CLOCK_MHZ=$(echo "$clock" | grep -o '^clock: [0-9]*' | cut -d' ' -f2) \
     "$py" benches/report.py roofline "$work/models.json" "$(cat "$work/swapper/gflop")" inswapper_bench
+
+echo "== 4. JPEG encoding: fusiond (libjpeg-turbo), jpeg-encoder and OpenCV in turns (BENCHMARKS.md section 8)"
+"$bin" jpeg --python "$py" --image "$shared/camera/two_people_pan/frame_001.jpg" --image "$shared/images/fr_obama.jpg" \
+    --quality 80 --json "$work/jpeg.json"

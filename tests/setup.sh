@@ -11,7 +11,7 @@
 set -euo pipefail
 
 APT_PACKAGES=(pkg-config libclang-dev libsystemd-dev systemd mosquitto mosquitto-clients openssl python3-venv ca-certificates
-    ffmpeg prometheus curl chromium chromium-driver gcc g++ lintian help2man dpkg-dev file)
+    ffmpeg prometheus curl chromium chromium-driver gcc g++ lintian help2man dpkg-dev file cmake nasm)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

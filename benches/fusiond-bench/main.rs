@@ -7,6 +7,7 @@
 mod broker;
 mod clock;
 mod figures;
+mod jpeg;
 mod live;
 mod models;
 mod outputs;
@@ -35,6 +36,8 @@ enum Command {
     Stability(stability::Args),
     /// The core clock, measured with a chain of dependent adds (the roofline's peak).
     Clock(clock::Args),
+    /// JPEG encoding: fusiond's libjpeg-turbo, the pure-Rust jpeg-encoder and OpenCV, in turns.
+    Jpeg(jpeg::Args),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Command::Models(a) => models::run(a),
         Command::Stability(a) => stability::run(a),
         Command::Clock(a) => clock::run(a),
+        Command::Jpeg(a) => jpeg::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

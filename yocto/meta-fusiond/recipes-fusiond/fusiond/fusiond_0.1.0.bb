@@ -10,8 +10,10 @@ LIC_FILES_CHKSUM = "file://Cargo.toml;beginline=7;endline=7;md5=2507bd5f0713f054
 CVE_PRODUCT = "fusiond"
 
 # bindgen (the v4l crate's V4L2 bindings) needs libclang; the systemd crate
-# links libsystemd.
-DEPENDS += "clang-native systemd"
+# links libsystemd; the JPEG encoder links oe-core's libjpeg-turbo (3.0 in
+# scarthgap, the TurboJPEG 3 API the turbojpeg crate needs) instead of
+# building the copy bundled in the crate.
+DEPENDS += "clang-native systemd libjpeg-turbo"
 
 PV = "0.1.0+git"
 
@@ -35,6 +37,10 @@ REQUIRED_DISTRO_FEATURES = "systemd"
 
 export LIBCLANG_PATH = "${STAGING_LIBDIR_NATIVE}"
 export BINDGEN_EXTRA_CLANG_ARGS = "--sysroot=${STAGING_DIR_TARGET} --target=${TARGET_SYS}"
+# turbojpeg-sys: find libturbojpeg through pkg-config (pkgconfig.bbclass points
+# it at the target sysroot) and link it as a shared library.
+export TURBOJPEG_SOURCE = "pkg-config"
+export TURBOJPEG_DYNAMIC = "1"
 
 # ort: the ONNX Runtime engine, loaded at run time (CUDA and TensorRT on a
 # Jetson), plus the unit drop-in a GPU needs. The library comes from an ONNX
