@@ -27,6 +27,7 @@ pub mod infer;
 pub mod manifest;
 pub mod mqtt;
 pub mod npy;
+pub mod procmem;
 pub mod stats;
 pub mod store;
 pub mod vcam;

@@ -38,6 +38,9 @@ pub struct LoadPhases {
     pub optimize: Duration,
     /// Building the runnable plan.
     pub plan: Duration,
+    /// Resident bytes of the process after parse, optimise and plan, then
+    /// its peak by the end of loading (0 where the engine does not say).
+    pub resident: [u64; 4],
 }
 
 /// Model file bytes, shared with the backend: an engine that can run on the

@@ -110,7 +110,6 @@ impl Backend for TractBackend {
     }
 
     fn load(&self, bytes: ModelBytes, specs: &[InputShape]) -> Result<Arc<dyn Model>> {
-        let bytes: &[u8] = (*bytes).as_ref();
         // Value infos are ignored because exported graphs often carry symbolic
         // batch dims that contradict the fixed shapes we impose; every input
         // shape therefore comes from `specs` or from a fully static declaration.
@@ -119,14 +118,21 @@ impl Backend for TractBackend {
         if self.fused_ops {
             super::tract_ops::register(&mut onnx.op_register);
         }
-        let proto = onnx.proto_model_for_read(&mut &bytes[..]).map_err(load_err)?;
+        // The mapped file, the protobuf and tract's model each hold the whole
+        // weights: each is dropped as soon as the next exists, so that a big
+        // model is never held more than twice over while it loads (the
+        // caller passes the only reference to the mapping).
+        let proto = onnx.proto_model_for_read(&mut (*bytes).as_ref()).map_err(load_err)?;
+        drop(bytes);
         let parsed = start.elapsed();
+        let after_parse = crate::procmem::rss().0;
         let declared = declared_inputs(&proto);
         let shapes: Vec<(String, Option<Vec<usize>>)> =
             declared.iter().map(|(n, _, s)| (n.clone(), s.clone())).collect();
         let inputs = fix_input_shapes(&shapes, specs)?;
         let input_types: Vec<DatumType> = declared.iter().map(|d| d.1).collect();
         let mut model = onnx.model_for_proto_model(&proto).map_err(load_err)?;
+        drop(proto);
         for (ix, (spec, dt)) in inputs.iter().zip(&input_types).enumerate() {
             model.set_input_fact(ix, InferenceFact::dt_shape(*dt, &spec.shape)).map_err(load_err)?;
         }
@@ -138,8 +144,15 @@ impl Backend for TractBackend {
             .map(|o| typed.outlet_label(*o).unwrap_or(&typed.node(o.node).name).to_string())
             .collect();
         let optimized = start.elapsed();
+        let after_optimize = crate::procmem::rss().0;
         let plan = typed.into_runnable().map_err(load_err)?;
-        let phases = LoadPhases { parse: parsed, optimize: optimized - parsed, plan: start.elapsed() - optimized };
+        let (after_plan, peak) = crate::procmem::rss();
+        let phases = LoadPhases {
+            parse: parsed,
+            optimize: optimized - parsed,
+            plan: start.elapsed() - optimized,
+            resident: [after_parse, after_optimize, after_plan, peak],
+        };
         Ok(Arc::new(TractModel { plan, inputs, input_types, outputs, phases, executor: self.executor.clone() }))
     }
 }

@@ -34,22 +34,19 @@ pub struct LoadedModel {
     pub timings: ModelTimings,
 }
 
-/// Resident and peak resident memory of this process, in bytes.
-pub fn rss() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |key: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(key))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-            .map_or(0, |kb| kb * 1024)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
+pub use crate::procmem::rss;
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+/// Bytes as whole MB, or "?" where the engine did not say.
+fn mb(bytes: u64) -> String {
+    if bytes == 0 {
+        "?".into()
+    } else {
+        format!("{}", bytes / 1_000_000)
+    }
 }
 
 impl ModelTimings {
@@ -57,12 +54,17 @@ impl ModelTimings {
     pub fn describe(&self, name: &str) -> String {
         let p = &self.backend;
         format!(
-            "model `{name}`: map {:.1} ms, parse {:.1} ms, optimise {:.1} ms, plan {:.1} ms, warm-up {:.1} ms",
+            "model `{name}`: map {:.1} ms, parse {:.1} ms, optimise {:.1} ms, plan {:.1} ms, warm-up {:.1} ms; \
+             resident after parse {}, optimise {}, plan {} MB, peak {} MB",
             ms(self.map),
             ms(p.parse),
             ms(p.optimize),
             ms(p.plan),
-            ms(self.warmup)
+            ms(self.warmup),
+            mb(p.resident[0]),
+            mb(p.resident[1]),
+            mb(p.resident[2]),
+            mb(p.resident[3]),
         )
     }
 }
@@ -146,6 +148,7 @@ impl Loader {
             file_bytes,
             rss_delta_bytes: rss().0 as i64 - rss_before as i64,
         };
+        log::debug!("{}", timings.describe(&entry.name));
         Ok(LoadedModel { entry: entry.clone(), model, emap, timings })
     }
 }
