@@ -18,7 +18,7 @@ runs="${BENCH_RUNS:-20}"
 
 # The benchmark binary (benches/fusiond-bench), built in the edge profile.
 bin="$(cargo bench --features ort --bench fusiond-bench --no-run --quiet --message-format=json |
-    "$py" -c 'import json, sys; print([j["executable"] for j in map(json.loads, sys.stdin) if j.get("executable")][-1])')"
+    "$py" -c 'import json, sys; print([j["executable"] for j in map(json.loads, sys.stdin) if j.get("executable") and j["target"]["name"] == "fusiond-bench"][-1])')"
 lib="$("$py" -c 'import glob, os, onnxruntime as o; print(sorted(glob.glob(os.path.join(os.path.dirname(o.__file__), "capi", "libonnxruntime.so.*")))[-1])')"
 [ -f "$work/int8/manifest.toml" ] ||
     "$py" models/quantize --models "$shared/models" --photos "$shared/images" --out "$work/int8" >/dev/null

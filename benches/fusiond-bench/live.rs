@@ -176,13 +176,18 @@ pub fn run(args: Args) -> Result<()> {
         // "swap+outputs" row is what they add to the worker, paired frame
         // by frame against the same drift of this shared machine.
         let mut modes = vec![("detect", false, false), ("swap", true, false), ("swap+smooth", true, true)];
-        if args.refine_size > 0 {
+        // A detector with a fixed input (YuNet's 640x640 export) cannot
+        // refine on a crop; the row is then left out, saying why.
+        let mut refiner = match args.refine_size {
+            0 => None,
+            size => args.models.refiner(&loader, size).map_err(|e| println!("  (no refine row: {e:#})")).ok(),
+        };
+        if refiner.is_some() {
             modes.push(("swap+smooth+refine", true, true));
         }
         for (mode, swap, smooth) in modes {
             let refine = mode.ends_with("refine");
-            pipeline.fusion_mut().refiner =
-                if refine { Some(args.models.refiner(&loader, args.refine_size)?) } else { None };
+            pipeline.fusion_mut().refiner = if refine { refiner.take() } else { None };
             pipeline.set_detect_interval(if refine { Duration::from_secs(3600) } else { Duration::ZERO });
             if swap {
                 pipeline.set_source_embedding(source_embedding.clone())?;
