@@ -38,9 +38,22 @@ pub struct LoadPhases {
     pub optimize: Duration,
     /// Building the runnable plan.
     pub plan: Duration,
-    /// Resident bytes of the process after parse, optimise and plan, then
-    /// its peak by the end of loading (0 where the engine does not say).
-    pub resident: [u64; 4],
+    /// The process's resident memory through loading (all 0 where the
+    /// engine does not say).
+    pub resident: Resident,
+}
+
+/// Resident bytes of the process at the end of each loading phase, and its
+/// peak by the end of the import and of the whole load: where a big model's
+/// transient copies are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Resident {
+    pub parse: u64,
+    /// The engine's graph built from the protobuf (tract's import).
+    pub import: u64,
+    pub import_peak: u64,
+    pub optimize: u64,
+    pub peak: u64,
 }
 
 /// Model file bytes, shared with the backend: an engine that can run on the

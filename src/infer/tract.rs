@@ -2,7 +2,7 @@
 
 use super::{
     fed, fix_input_shapes, Backend, InferError, InputShape, InputSpec, LoadPhases, Model, ModelBytes, NodeTime,
-    Outputs, Placement, Result, Session, Tensor,
+    Outputs, Placement, Resident, Result, Session, Tensor,
 };
 use std::sync::Arc;
 use tract_linalg::multithread::{multithread_tract_scope, Executor};
@@ -121,8 +121,10 @@ impl Backend for TractBackend {
         // The mapped file, the protobuf and tract's model each hold the whole
         // weights: each is dropped as soon as the next exists, so that a big
         // model is never held more than twice over while it loads (the
-        // caller passes the only reference to the mapping).
-        let proto = onnx.proto_model_for_read(&mut (*bytes).as_ref()).map_err(load_err)?;
+        // caller passes the only reference to the mapping). The protobuf is
+        // decoded from the mapping itself: `proto_model_for_read` would copy
+        // the file into a buffer first.
+        let proto = <pb::ModelProto as prost::Message>::decode((*bytes).as_ref()).map_err(load_err)?;
         drop(bytes);
         let parsed = start.elapsed();
         let after_parse = crate::procmem::rss().0;
@@ -132,6 +134,7 @@ impl Backend for TractBackend {
         let inputs = fix_input_shapes(&shapes, specs)?;
         let input_types: Vec<DatumType> = declared.iter().map(|d| d.1).collect();
         let mut model = onnx.model_for_proto_model(&proto).map_err(load_err)?;
+        let (import, import_peak) = crate::procmem::rss();
         drop(proto);
         for (ix, (spec, dt)) in inputs.iter().zip(&input_types).enumerate() {
             model.set_input_fact(ix, InferenceFact::dt_shape(*dt, &spec.shape)).map_err(load_err)?;
@@ -146,12 +149,12 @@ impl Backend for TractBackend {
         let optimized = start.elapsed();
         let after_optimize = crate::procmem::rss().0;
         let plan = typed.into_runnable().map_err(load_err)?;
-        let (after_plan, peak) = crate::procmem::rss();
+        let peak = crate::procmem::rss().1;
         let phases = LoadPhases {
             parse: parsed,
             optimize: optimized - parsed,
             plan: start.elapsed() - optimized,
-            resident: [after_parse, after_optimize, after_plan, peak],
+            resident: Resident { parse: after_parse, import, import_peak, optimize: after_optimize, peak },
         };
         Ok(Arc::new(TractModel { plan, inputs, input_types, outputs, phases, executor: self.executor.clone() }))
     }

@@ -55,16 +55,17 @@ impl ModelTimings {
         let p = &self.backend;
         format!(
             "model `{name}`: map {:.1} ms, parse {:.1} ms, optimise {:.1} ms, plan {:.1} ms, warm-up {:.1} ms; \
-             resident after parse {}, optimise {}, plan {} MB, peak {} MB",
+             resident after parse {}, import {} (peak {}), optimise {} MB, peak {} MB",
             ms(self.map),
             ms(p.parse),
             ms(p.optimize),
             ms(p.plan),
             ms(self.warmup),
-            mb(p.resident[0]),
-            mb(p.resident[1]),
-            mb(p.resident[2]),
-            mb(p.resident[3]),
+            mb(p.resident.parse),
+            mb(p.resident.import),
+            mb(p.resident.import_peak),
+            mb(p.resident.optimize),
+            mb(p.resident.peak),
         )
     }
 }
