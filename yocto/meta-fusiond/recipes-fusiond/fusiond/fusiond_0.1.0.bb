@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 946c650190d0fe92ffe313da109d36f11e3db6d17bff92cad8aa30de364df1a9
-SRCREV = "1d73269b3390a7560f86d5bdb611ba535d956b49"
+# fusiond-inputs: c12af12d3388b7812ef8b2a8cfeed10ec1ade9102885f2710fc2a3e9a29639eb
+SRCREV = "c82761897e098b8cb9532c97bd1f1ec2d51d1029"
 
 S = "${WORKDIR}/git"
 
