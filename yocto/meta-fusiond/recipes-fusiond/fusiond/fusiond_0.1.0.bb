@@ -13,7 +13,7 @@ CVE_PRODUCT = "fusiond"
 # links libsystemd; the JPEG encoder links oe-core's libjpeg-turbo (3.0 in
 # scarthgap, the TurboJPEG 3 API the turbojpeg crate needs) instead of
 # building the copy bundled in the crate.
-DEPENDS += "clang-native systemd libjpeg-turbo"
+DEPENDS += "clang-native libjpeg-turbo systemd"
 
 PV = "0.1.0+git"
 
