@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: c12af12d3388b7812ef8b2a8cfeed10ec1ade9102885f2710fc2a3e9a29639eb
-SRCREV = "c82761897e098b8cb9532c97bd1f1ec2d51d1029"
+# fusiond-inputs: 96a36d2aff4d54fb2828af10a6b7ec2a7c299040581588beac869fe8ac2d3d96
+SRCREV = "a7211ffb13e14808f16cd2fc0d6726a3aab2ec75"
 
 S = "${WORKDIR}/git"
 
