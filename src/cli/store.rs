@@ -164,7 +164,7 @@ pub fn load(args: LoadArgs) -> Result<()> {
     let tier = args.tier.clone().unwrap_or_else(|| config.models.start_tier.clone());
     let (models, degraded) = store.activate(&tier).map_err(anyhow::Error::msg)?.into_parts();
     let ready_s = since_process_start();
-    let (rss, peak) = crate::store::rss();
+    let (rss, peak) = crate::procmem::rss();
     if args.json {
         let per_model: Vec<_> = models
             .all()

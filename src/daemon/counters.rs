@@ -57,7 +57,7 @@ impl Counters {
             let mut w = self.worker.lock().unwrap_or_else(|p| p.into_inner());
             (w.processed, w.detections, w.tier.clone(), w.latencies())
         };
-        let (rss, peak) = crate::store::rss();
+        let (rss, peak) = crate::procmem::rss();
         let c = &outbox.counters;
         StatsMessage {
             version: env!("CARGO_PKG_VERSION"),

@@ -6,6 +6,7 @@ use super::{emap, StoreError};
 use crate::catalog::Catalog;
 use crate::infer::{Engines, InputShape, LoadPhases, Model, Tensor};
 use crate::manifest::{Contract, Kind, ModelEntry};
+use crate::procmem::rss;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,8 +34,6 @@ pub struct LoadedModel {
     pub emap: Option<Tensor>,
     pub timings: ModelTimings,
 }
-
-pub use crate::procmem::rss;
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3

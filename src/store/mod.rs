@@ -11,7 +11,7 @@ pub mod stage;
 mod tiers;
 pub mod tmpfs;
 
-pub use loader::{rss, LoadedModel, Loader, ModelTimings};
+pub use loader::{LoadedModel, Loader, ModelTimings};
 pub use stage::{stage, stage_with, StageReport};
 pub use tiers::{Store, TierModels, TierOutcome};
 
