@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 96a36d2aff4d54fb2828af10a6b7ec2a7c299040581588beac869fe8ac2d3d96
-SRCREV = "a7211ffb13e14808f16cd2fc0d6726a3aab2ec75"
+# fusiond-inputs: fe2cb064c28377d31b4c9eb1212e63159f0e1750124231856cf093f46cf292dd
+SRCREV = "2ea11330a8f6e39fdbb86e5d0cbb37056a0c76b4"
 
 S = "${WORKDIR}/git"
 
