@@ -53,7 +53,7 @@ lay_out() {
 # help2man runs a program by name: a wrapper that runs the target's binary.
 runner_script() {
     local wrapper="$work/fusiond"
-    printf '#!/bin/sh\nexec %s "%s" "$@"\n' "${qemu:+$qemu -L $sysroot}" "$1" >"$wrapper"
+    printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$emulator" "$1" >"$wrapper"
     chmod 0755 "$wrapper"
     echo "$wrapper"
 }

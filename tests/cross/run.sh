@@ -52,17 +52,22 @@ trap summary EXIT
 
 # Seconds left before CROSS_DEADLINE (a day when there is none).
 left() { if [ -n "${CROSS_DEADLINE:-}" ]; then echo $((CROSS_DEADLINE - $(date +%s))); else echo 86400; fi; }
-# Runs a build within the deadline; exits on a failed build, returns 75 when
-# the deadline stopped it.
+# Runs a step within the deadline: exits when it fails, returns 75 when the
+# deadline stopped it (and then stops what it left running under qemu: the
+# test binary and the fusiond copies the tests spawned).
 within_deadline() {
     local rc=0
     timeout -k 30 "$(left)" "$@" || rc=$?
     if ((rc == 124 || rc == 137)); then
-        echo "cross: $triple: the build reached CROSS_DEADLINE; the crates it finished are cached" \
-            "in $CARGO_TARGET_DIR and the next run carries on from them. Its tests are skipped this time."
+        [ -n "${sysroot:-}" ] && pkill -f -- "-L $sysroot" || true
         return 75
     fi
     ((rc == 0)) || exit "$rc"
+}
+# What a build stopped by the deadline leaves.
+build_stopped() {
+    echo "cross: $triple: the build reached CROSS_DEADLINE; the crates it finished are cached" \
+        "in $CARGO_TARGET_DIR and the next run carries on from them. Its tests are skipped this time."
 }
 
 for arch in "${arches[@]}"; do
@@ -75,6 +80,7 @@ for arch in "${arches[@]}"; do
     if [[ " $steps " == *" deb "* ]]; then
         start=$SECONDS
         within_deadline bash tests/deb/run.sh "$deb" || {
+            build_stopped
             skip "$arch" "package not built: the build reached CROSS_DEADLINE"
             continue
         }
@@ -83,13 +89,14 @@ for arch in "${arches[@]}"; do
         # process only; these are the bookworm ones again.
     fi
     # Spawned copies of the binary (CLI and daemon tests) run through qemu too.
-    export FUSIOND_TEST_RUNNER="$qemu -L $sysroot"
+    export FUSIOND_TEST_RUNNER="$emulator"
     # Emulated, models load and run about ten times slower.
     export FUSIOND_TEST_SLOWDOWN=10
 
     if [[ " $steps " == *" build "* ]]; then
         start=$SECONDS
         within_deadline cargo build --profile cross --target "$triple" --tests --bins --quiet || {
+            build_stopped
             skip "$arch" "tests not run: the build reached CROSS_DEADLINE"
             continue
         }
@@ -107,7 +114,7 @@ for arch in "${arches[@]}"; do
         # test that checks bindgen's struct layouts against them.
         probe="$CARGO_TARGET_DIR/cross/v4l2-ioctls-$deb"
         "$gnu-gcc" --sysroot="$sysroot" tests/cross/v4l2_ioctls.c -o "$probe"
-        $qemu -L "$sysroot" "$probe" >"$probe.txt"
+        $emulator "$probe" >"$probe.txt"
         export FUSIOND_V4L2_IOCTLS="$probe.txt"
         cargo test --profile cross --target "$triple" --lib --quiet
         echo "cross: $triple unit tests under $qemu in $((SECONDS - start)) s"
@@ -136,7 +143,19 @@ for arch in "${arches[@]}"; do
         # it checks the page's script in Chromium, which is the host's
         # whatever the daemon's architecture.
         [ "$it" = all ] && filters=(--skip stability:: --skip browser::)
-        cargo test --profile cross --target "$triple" --test it --quiet -- "${filters[@]}"
+        # Bounded like the builds: tests still running at the deadline are
+        # stopped and the target counts as skipped (so twice in a row fails).
+        if (($(left) < 300)); then
+            echo "cross: $triple integration tests SKIPPED: less than 5 min left before CROSS_DEADLINE"
+            skip "$arch" "integration tests ($it) not run: less than 5 min left"
+            continue
+        fi
+        within_deadline cargo test --profile cross --target "$triple" --test it --quiet -- "${filters[@]}" || {
+            echo "cross: $triple integration tests ($it) reached CROSS_DEADLINE after $((SECONDS - start)) s" \
+                "and were stopped; the ones that had not finished are skipped this time"
+            skip "$arch" "integration tests ($it) stopped at CROSS_DEADLINE"
+            continue
+        }
         echo "cross: $triple integration tests ($it) under $qemu in $((SECONDS - start)) s"
     fi
 done

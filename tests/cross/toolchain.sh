@@ -8,7 +8,22 @@
 #                           and Debian 11 carry)
 #
 # Sets triple, gnu (the GNU triplet), deb (the Debian architecture), qemu
-# (empty on x86_64) and sysroot, and exports the build settings for $triple.
+# (empty on x86_64), sysroot and emulator (the command line that runs one of
+# the target's programs: qemu with its CPU and the sysroot; empty on x86_64),
+# and exports the build settings for $triple.
+#
+# aarch64 is emulated as a Cortex-A76 (ARMv8.2 with dotprod: the class of
+# Jetson Orin's A78AE and Xavier's Carmel), not as qemu's default "max".
+# tract picks its matmul kernels from the HWCAPs qemu reports, and "max"
+# reports SVE2 with 64-byte vectors, which no box in the fleet has: tract's
+# ISA was then "aarch64,dotprod,sve2" and its convolutions ran
+# sve_mmm_f32_8x8, where a Cortex-A76 gets arm64simd_mmm_f32_8x8_gen as a
+# Jetson does (`fusiond -v detect` logs both). Emulated 512-bit vectors are
+# also slow on some hosts: one detect took 20.4 s against 15.3 here, and
+# 210 s in CI (armhf's, 21 s). armv7 keeps qemu's default; tract reads NEON
+# there from /proc/cpuinfo, which qemu-user 7.2 passes through from the
+# host, so no -cpu changes which kernels run.
+#
 # The sysroot is extracted once by mmdebstrap (no dpkg architectures are
 # added to the host) and cached under $CARGO_TARGET_DIR/cross. It also gets
 # a dpkg database built from the packages it was extracted from, so that
@@ -69,9 +84,9 @@ toolchain_dpkg_db() {
 toolchain() {
     local arch=$1 suite=$2
     case "$arch" in
-    x86_64 | amd64) triple=x86_64-unknown-linux-gnu gnu=x86_64-linux-gnu deb=amd64 qemu="" ;;
-    aarch64 | arm64) triple=aarch64-unknown-linux-gnu gnu=aarch64-linux-gnu deb=arm64 qemu=qemu-aarch64 ;;
-    armv7 | armhf) triple=armv7-unknown-linux-gnueabihf gnu=arm-linux-gnueabihf deb=armhf qemu=qemu-arm ;;
+    x86_64 | amd64) triple=x86_64-unknown-linux-gnu gnu=x86_64-linux-gnu deb=amd64 qemu="" qemu_cpu="" ;;
+    aarch64 | arm64) triple=aarch64-unknown-linux-gnu gnu=aarch64-linux-gnu deb=arm64 qemu=qemu-aarch64 qemu_cpu=cortex-a76 ;;
+    armv7 | armhf) triple=armv7-unknown-linux-gnueabihf gnu=arm-linux-gnueabihf deb=armhf qemu=qemu-arm qemu_cpu=max ;;
     *) echo "toolchain: unknown architecture $arch (x86_64, aarch64 or armv7)" >&2; return 2 ;;
     esac
     toolchain_tools
@@ -115,8 +130,9 @@ toolchain() {
     export "CC_${t}=$cc" "CFLAGS_${t}=--sysroot=$sysroot"
     export "PKG_CONFIG_SYSROOT_DIR_${t}=$sysroot" "PKG_CONFIG_LIBDIR_${t}=$sysroot/usr/lib/$gnu/pkgconfig:$sysroot/usr/share/pkgconfig"
     export "BINDGEN_EXTRA_CLANG_ARGS_${t}=--target=$gnu --sysroot=$sysroot"
+    emulator="${qemu:+$qemu -cpu $qemu_cpu -L $sysroot}"
     if [ -n "$qemu" ]; then
-        export "CARGO_TARGET_${T}_RUNNER=$qemu -L $sysroot"
+        export "CARGO_TARGET_${T}_RUNNER=$emulator"
     else
         unset "CARGO_TARGET_${T}_RUNNER"
     fi

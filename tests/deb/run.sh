@@ -85,7 +85,7 @@ for arch in "${arches[@]}"; do
     echo "deb: $deb binary: ${kind%%, BuildID*}; glibc floor $floor (<= $glibc_floor; the host's ls needs $host_floor)"
 
     if [ -n "$qemu" ]; then
-        run=("$qemu" -L "$sysroot" "$bin")
+        read -ra run <<<"$emulator $bin"
     else
         run=("$sysroot/lib64/ld-linux-x86-64.so.2" --library-path "$sysroot/lib/$gnu:$sysroot/usr/lib/$gnu" "$bin")
     fi
