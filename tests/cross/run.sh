@@ -53,13 +53,14 @@ trap summary EXIT
 # Seconds left before CROSS_DEADLINE (a day when there is none).
 left() { if [ -n "${CROSS_DEADLINE:-}" ]; then echo $((CROSS_DEADLINE - $(date +%s))); else echo 86400; fi; }
 # Runs a step within the deadline: exits when it fails, returns 75 when the
-# deadline stopped it (and then stops what it left running under qemu: the
-# test binary and the fusiond copies the tests spawned).
+# deadline stopped it (and then stops what it left running under this
+# target's qemu, whichever sysroot: the test binary, the fusiond copies the
+# tests spawned, the package check's detect).
 within_deadline() {
     local rc=0
     timeout -k 30 "$(left)" "$@" || rc=$?
     if ((rc == 124 || rc == 137)); then
-        [ -n "${sysroot:-}" ] && pkill -f -- "-L $sysroot" || true
+        [ -n "${qemu:-}" ] && pkill -f -- "^$qemu " || true
         return 75
     fi
     ((rc == 0)) || exit "$rc"
