@@ -36,6 +36,18 @@ impl AsRef<[u8]> for ModelFile {
     }
 }
 
+impl ModelFile {
+    /// Hands the pages of `range` back to the kernel; the file keeps them.
+    pub fn release_pages(&self, range: std::ops::Range<usize>) {
+        let Some(len) = range.end.checked_sub(range.start).filter(|&l| l > 0) else { return };
+        // SAFETY: the mapping is read-only and never written, so dropping
+        // its pages loses nothing: a later read faults them in from the file.
+        // A failure only leaves the pages resident.
+        #[cfg(unix)]
+        let _ = unsafe { self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, len) };
+    }
+}
+
 impl std::ops::Deref for ModelFile {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

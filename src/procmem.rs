@@ -1,6 +1,6 @@
-//! This process's resident memory, read from `/proc/self/status`: what the
-//! stats, the model loader and the benchmarks report. Zero where it cannot
-//! be read (not Linux, or no procfs).
+//! This process's memory: its resident size, read from `/proc/self/status`
+//! (what the stats, the model loader and the benchmarks report; zero where it
+//! cannot be read), and the one place that tunes glibc's allocator.
 
 /// Resident and peak resident memory of this process, in bytes.
 pub fn rss() -> (u64, u64) {
@@ -16,6 +16,107 @@ pub fn rss() -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// The malloc arenas this process's threads share, unless `MALLOC_ARENA_MAX`
+/// says otherwise: the control and worker threads each get one.
+pub const ARENAS: i32 = 2;
+
+/// Caps glibc's malloc arenas at [`ARENAS`]; call before any thread starts.
+pub fn cap_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt changes a tunable of the allocator; no other
+        // thread allocates yet.
+        unsafe {
+            nix::libc::mallopt(nix::libc::M_ARENA_MAX, ARENAS);
+        }
+    }
+}
+
+/// Free bytes the malloc arenas hold (glibc only; elsewhere 0, so never
+/// trimmed).
+pub fn free_heap() -> usize {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // mallinfo, not mallinfo2 (glibc 2.33): the packages run on
+        // glibc 2.31. Its int counters wrap past 2 GiB, far above what
+        // this daemon frees between two checks.
+        // SAFETY: mallinfo only reads the allocator's own counters.
+        #[allow(deprecated)]
+        let info = unsafe { nix::libc::mallinfo() };
+        usize::try_from(info.fordblks).unwrap_or(usize::MAX)
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    0
+}
+
+/// Returns the free memory of every malloc arena to the kernel (glibc only;
+/// elsewhere nothing to do).
+pub fn release_free_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks and trims the allocator's own free lists.
+    unsafe {
+        nix::libc::malloc_trim(0);
+    }
+}
+
+/// Blocks this big or bigger are mapped on their own under [`BigBlocksMapped`].
+pub const LOAD_MMAP_THRESHOLD: usize = 1 << 20;
+
+/// The mapping threshold once [`BigBlocksMapped`] is let go: the most glibc's
+/// own adjustment raises it to, which it reaches once a big block is freed.
+pub const RUN_MMAP_THRESHOLD: usize = 32 << 20;
+
+static HOLDERS: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+
+/// Held by the one-shot commands (`detect`, `swap`, `infer`) for their
+/// whole run. Then every block from [`LOAD_MMAP_THRESHOLD`] up is mapped on
+/// its own, so that a freed copy of weights (the protobuf's, tract's
+/// transients) or a convolution's scratch goes back to the kernel at once
+/// instead of staying in the heap: the 554 MB swapper's one-shot peak fell
+/// from 1.41x its file to 1.30x (BENCHMARKS.md, "Loading a big model on
+/// tract"). The daemon does not hold it: running models with so low a
+/// threshold costs 40 % on YuNet (page faults on every activation), and
+/// with the thresholds fixed after a load its settled RSS varied by 10 %
+/// in the soak, against 4 % with glibc's own adjustment and the periodic
+/// trim. When the last holder lets go the thresholds are set where glibc's
+/// adjustment takes them ([`RUN_MMAP_THRESHOLD`], trimming the top of the
+/// heap above twice that).
+pub struct BigBlocksMapped(());
+
+impl BigBlocksMapped {
+    pub fn hold() -> Self {
+        let mut holders = HOLDERS.lock().unwrap_or_else(|e| e.into_inner());
+        if *holders == 0 {
+            set_thresholds(LOAD_MMAP_THRESHOLD, None);
+        }
+        *holders += 1;
+        BigBlocksMapped(())
+    }
+}
+
+impl Drop for BigBlocksMapped {
+    fn drop(&mut self) {
+        let mut holders = HOLDERS.lock().unwrap_or_else(|e| e.into_inner());
+        *holders -= 1;
+        if *holders == 0 {
+            set_thresholds(RUN_MMAP_THRESHOLD, Some(2 * RUN_MMAP_THRESHOLD));
+        }
+    }
+}
+
+fn set_thresholds(mmap: usize, trim: Option<usize>) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt changes tunables under the allocator's own lock.
+    unsafe {
+        nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, i32::try_from(mmap).unwrap_or(i32::MAX));
+        if let Some(trim) = trim {
+            nix::libc::mallopt(nix::libc::M_TRIM_THRESHOLD, i32::try_from(trim).unwrap_or(i32::MAX));
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = (mmap, trim);
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -23,5 +124,37 @@ mod tests {
         let (now, peak) = super::rss();
         assert!(now > 0, "VmRSS not read");
         assert!(peak >= now, "VmHWM {peak} below VmRSS {now}");
+    }
+
+    #[test]
+    fn free_heap_counts_what_was_freed_into_the_arena() {
+        // 1024 blocks of 64 KiB, under glibc's mmap threshold, land in the
+        // heap; one allocated after them keeps the top of the heap, so
+        // freed they stay free in the arena until a trim.
+        let blocks: Vec<Vec<u8>> = (0..1024).map(|i| vec![(i % 250 + 1) as u8; 64 << 10]).collect();
+        let kept = blocks[1023].clone();
+        drop(blocks);
+        let free = super::free_heap();
+        super::release_free_heap();
+        if cfg!(all(target_os = "linux", target_env = "gnu")) {
+            assert!(free >= 32 << 20, "free heap {free} bytes after freeing 64 MiB");
+        }
+        assert_eq!(kept[0], (1023 % 250 + 1) as u8);
+    }
+
+    #[test]
+    fn while_a_model_loads_big_blocks_are_mapped_on_their_own() {
+        // The first load's end sets the running threshold, 32 MiB, under
+        // which a 2 MiB block would come from the heap.
+        drop(super::BigBlocksMapped::hold());
+        let outer = super::BigBlocksMapped::hold();
+        let inner = super::BigBlocksMapped::hold();
+        drop(inner);
+        // A mapped block starts its page after glibc's two-word header.
+        let block = vec![1u8; 2 * super::LOAD_MMAP_THRESHOLD];
+        if cfg!(all(target_os = "linux", target_env = "gnu")) {
+            assert_eq!(block.as_ptr() as usize % 4096, 2 * std::mem::size_of::<usize>(), "not mapped on its own");
+        }
+        drop(outer);
     }
 }

@@ -244,6 +244,11 @@ pub fn save_image(img: &image::RgbImage, path: &Path) -> Result<()> {
 
 /// Runs the command; the `u8` is the exit status when it succeeded.
 pub fn run(cli: Cli) -> Result<u8> {
+    // The one-shot commands load their models and run them once or twice:
+    // their peak memory is what limits a small board, and the page faults
+    // of mapping every big block on its own cost little over so few runs.
+    let _heap = matches!(cli.command, Command::Detect(_) | Command::Swap(_) | Command::Infer(_))
+        .then(crate::procmem::BigBlocksMapped::hold);
     match cli.command {
         Command::Run(a) => run::run(a).map(|()| 0),
         Command::Detect(a) => detect::run(a).map(|()| 0),

@@ -6,7 +6,7 @@
 use super::bank::{BankError, FaceBank};
 use super::counters::Counters;
 use super::mailbox::Mailbox;
-use super::memory::{release_free_heap, Trim};
+use super::memory::Trim;
 use super::settings::{limits, restart_needed, WorkerConfig};
 use super::stages::Identifier;
 use super::Signals;
@@ -16,6 +16,7 @@ use crate::face::{largest_identity, Embedding};
 use crate::http::HttpState;
 use crate::infer::Engines;
 use crate::mqtt::{CommandError, Event, Message, Outbox, SourceCommand, SourceState, Topics};
+use crate::procmem::{free_heap, release_free_heap};
 use crate::store::cache::Cache;
 use crate::store::{Store, TierModels};
 use std::collections::HashSet;
@@ -320,8 +321,11 @@ impl ControlLoop<'_> {
                 log::info!("SIGHUP: rereading {}", self.config_path.display());
                 self.reload();
                 self.trim.after_slow_work(Instant::now());
-            } else if inbox.is_empty() && self.trim.due(Instant::now()) {
-                release_free_heap();
+            } else if inbox.is_empty() {
+                let now = Instant::now();
+                if self.trim.due(now) || (self.trim.check(now) && self.trim.too_much_free(free_heap())) {
+                    release_free_heap();
+                }
             }
             if Instant::now() >= next_stats {
                 next_stats = Instant::now() + self.stats_interval;

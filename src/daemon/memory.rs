@@ -2,12 +2,20 @@
 //! A reload frees a whole model set and a source photo its decoded pixels,
 //! but glibc keeps what was freed in its arenas: after a flood of them RSS
 //! stayed at the flood's peak (+23 % in the 2-minute soak) instead of
-//! returning to its settled value. `malloc_trim` returns the free pages of
-//! every arena. It runs on the control thread, when no command has waited
+//! returning to its settled value. `malloc_trim`
+//! ([`crate::procmem::release_free_heap`]) returns the free pages of every
+//! arena. It runs on the control thread, when no command has waited
 //! for [`QUIET`] after the last slow one, so that the worker has dropped the
 //! models it ran before; it is a plan without IO, so the timing is tested.
 //!
-//! Arenas are also capped at [`ARENAS`]: glibc gives each new thread (every
+//! A trim after slow work misses what is freed later: the worker drops the
+//! old models when it next takes a frame, a preload ends on its own thread,
+//! and glibc raises its trim threshold to twice the largest block it has
+//! unmapped (up to 64 MiB), so that a free top of heap stays resident. So
+//! between slow commands the allocator's free memory is also read every
+//! [`CHECK_EVERY`], and handed back when it exceeds [`SLACK`].
+//!
+//! Arenas are also capped at two ([`crate::procmem::cap_arenas`]): glibc gives each new thread (every
 //! HTTP connection has one) an arena of its own, up to eight per core, and
 //! memory freed in one is never reused by the others. With the trim alone
 //! the soak's settled RSS still crept up 6 % over four floods; with both it
@@ -18,9 +26,16 @@ use std::time::{Duration, Instant};
 /// How long after the last slow command the trim waits.
 pub const QUIET: Duration = Duration::from_secs(2);
 
+/// How often the allocator's free memory is read between slow commands.
+pub const CHECK_EVERY: Duration = Duration::from_secs(2);
+
+/// Free heap the allocator may keep: about one frame's buffers in flight.
+pub const SLACK: usize = 4 << 20;
+
 #[derive(Debug, Default)]
 pub struct Trim {
     due: Option<Instant>,
+    next_check: Option<Instant>,
     /// Trims done, for the stats.
     pub done: u64,
 }
@@ -42,31 +57,24 @@ impl Trim {
             _ => false,
         }
     }
-}
 
-/// The malloc arenas the daemon's threads share, unless `MALLOC_ARENA_MAX`
-/// says otherwise: the control and worker threads each get one.
-pub const ARENAS: i32 = 2;
-
-/// Caps glibc's malloc arenas at [`ARENAS`]; call before any thread starts.
-pub fn cap_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: mallopt changes a tunable of the allocator; no other
-        // thread allocates yet.
-        unsafe {
-            nix::libc::mallopt(nix::libc::M_ARENA_MAX, ARENAS);
+    /// The inbox was idle at `now` and no trim was due: whether to read the
+    /// allocator's free memory now (once every [`CHECK_EVERY`]).
+    pub fn check(&mut self, now: Instant) -> bool {
+        match self.next_check {
+            Some(t) if now < t => false,
+            _ => {
+                self.next_check = Some(now + CHECK_EVERY);
+                true
+            }
         }
     }
-}
 
-/// Returns the free memory of every malloc arena to the kernel (glibc only;
-/// elsewhere nothing to do).
-pub fn release_free_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks and trims the allocator's own free lists.
-    unsafe {
-        nix::libc::malloc_trim(0);
+    /// The allocator held `free` bytes at a check: whether to hand them back.
+    pub fn too_much_free(&mut self, free: usize) -> bool {
+        let trim = free > SLACK;
+        self.done += u64::from(trim);
+        trim
     }
 }
 
@@ -86,6 +94,17 @@ mod tests {
         assert!(t.due(start + QUIET * 2));
         assert!(!t.due(start + QUIET * 3), "once per quiet spell");
         assert_eq!(t.done, 1);
-        release_free_heap();
+    }
+
+    #[test]
+    fn between_slow_commands_free_heap_over_the_slack_is_handed_back() {
+        let mut t = Trim::default();
+        let start = Instant::now();
+        assert!(t.check(start), "the first idle tick reads the allocator");
+        assert!(!t.check(start + CHECK_EVERY / 2));
+        assert!(t.check(start + CHECK_EVERY));
+        assert!(!t.too_much_free(SLACK), "the slack itself is kept");
+        assert!(t.too_much_free(SLACK + 1));
+        assert_eq!(t.done, 1);
     }
 }

@@ -30,7 +30,6 @@ mod vcam;
 mod worker;
 
 pub use camera::{CameraEvent, Health, SourceFactory};
-pub use memory::cap_arenas;
 pub use notify::Notifier;
 pub use settings::DaemonSettings;
 pub use stages::fusion_pipeline;

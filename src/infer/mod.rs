@@ -14,6 +14,8 @@ mod tensor;
 #[cfg(feature = "tract")]
 mod tract;
 #[cfg(feature = "tract")]
+mod tract_import;
+#[cfg(feature = "tract")]
 pub mod tract_ops;
 
 pub use engines::{EngineError, Engines};
@@ -58,7 +60,18 @@ pub struct Resident {
 
 /// Model file bytes, shared with the backend: an engine that can run on the
 /// bytes in place keeps them alive instead of copying the weights.
-pub type ModelBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
+pub type ModelBytes = Arc<dyn ModelData>;
+
+/// A model file's bytes as an engine reads them.
+pub trait ModelData: AsRef<[u8]> + Send + Sync {
+    /// The bytes in `range` will not be read again: a file mapping may hand
+    /// their pages back to the kernel (the file keeps them, and a later read
+    /// would fault them in again). Memory that has no file behind it keeps
+    /// its bytes, which is the default.
+    fn release(&self, _range: std::ops::Range<usize>) {}
+}
+
+impl ModelData for Vec<u8> {}
 
 /// An execution provider that was asked for but could not be used.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -118,14 +118,9 @@ impl Backend for TractBackend {
         if self.fused_ops {
             super::tract_ops::register(&mut onnx.op_register);
         }
-        // The mapped file, the protobuf and tract's model each hold the whole
-        // weights: each is dropped as soon as the next exists, so that a big
-        // model is never held more than twice over while it loads (the
-        // caller passes the only reference to the mapping). The protobuf is
-        // decoded from the mapping itself: `proto_model_for_read` would copy
-        // the file into a buffer first.
-        let proto = <pb::ModelProto as prost::Message>::decode((*bytes).as_ref()).map_err(load_err)?;
-        drop(bytes);
+        // The weights are held once at a time: see `tract_import` (the
+        // caller passes the only reference to the mapping).
+        let mut proto = super::tract_import::decode(bytes)?;
         let parsed = start.elapsed();
         let after_parse = crate::procmem::rss().0;
         let declared = declared_inputs(&proto);
@@ -133,9 +128,11 @@ impl Backend for TractBackend {
             declared.iter().map(|(n, _, s)| (n.clone(), s.clone())).collect();
         let inputs = fix_input_shapes(&shapes, specs)?;
         let input_types: Vec<DatumType> = declared.iter().map(|d| d.1).collect();
+        let weights = super::tract_import::take_weights(&mut proto, &onnx).map_err(load_err)?;
         let mut model = onnx.model_for_proto_model(&proto).map_err(load_err)?;
-        let (import, import_peak) = crate::procmem::rss();
         drop(proto);
+        super::tract_import::restore_weights(&mut model, weights).map_err(load_err)?;
+        let (import, import_peak) = crate::procmem::rss();
         for (ix, (spec, dt)) in inputs.iter().zip(&input_types).enumerate() {
             model.set_input_fact(ix, InferenceFact::dt_shape(*dt, &spec.shape)).map_err(load_err)?;
         }

@@ -48,6 +48,13 @@ fn mb(bytes: u64) -> String {
     }
 }
 
+/// A mapped model file releases the pages a parser has passed.
+impl crate::infer::ModelData for crate::catalog::ModelFile {
+    fn release(&self, range: std::ops::Range<usize>) {
+        self.release_pages(range);
+    }
+}
+
 impl ModelTimings {
     /// One line for the log: where loading `name` spent its time.
     pub fn describe(&self, name: &str) -> String {
