@@ -143,7 +143,7 @@ mod tests {
     }
 
     #[test]
-    fn while_a_model_loads_big_blocks_are_mapped_on_their_own() {
+    fn while_held_big_blocks_are_mapped_on_their_own() {
         // The first load's end sets the running threshold, 32 MiB, under
         // which a 2 MiB block would come from the heap.
         drop(super::BigBlocksMapped::hold());
