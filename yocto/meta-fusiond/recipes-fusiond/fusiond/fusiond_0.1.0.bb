@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: fe2cb064c28377d31b4c9eb1212e63159f0e1750124231856cf093f46cf292dd
-SRCREV = "2ea11330a8f6e39fdbb86e5d0cbb37056a0c76b4"
+# fusiond-inputs: edd1eadd53465f69d935ddc0068a96212b5f1ffd622181e525b0df9d2ac38439
+SRCREV = "f8f6a5570d603e93ed2f32bb48f69da7ec19016e"
 
 S = "${WORKDIR}/git"
 
