@@ -115,3 +115,53 @@ pub(super) fn restore_weights(model: &mut InferenceModel, weights: Vec<(String, 
     }
     model.set_input_outlets(&inputs)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    fn shared_model(name: &str) -> PathBuf {
+        let shared = std::env::var_os("FUSIOND_SHARED")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"));
+        let path = shared.join("models").join(name);
+        assert!(
+            path.is_file(),
+            "{} is missing: put the project's shared/ folder beside the checkout or set FUSIOND_SHARED",
+            path.display()
+        );
+        path
+    }
+
+    fn run(mut model: InferenceModel, input: &Tensor) -> Vec<f32> {
+        model.set_input_fact(0, InferenceFact::dt_shape(f32::datum_type(), tvec!(1, 3, 112, 112))).unwrap();
+        let plan = model.into_optimized().unwrap().into_runnable().unwrap();
+        let out = plan.run(tvec!(input.clone().into())).unwrap();
+        out[0].try_as_plain_ram().and_then(|v| v.as_slice::<f32>().map(<[f32]>::to_vec)).unwrap()
+    }
+
+    /// The shared ArcFace through tract-onnx's own import and through
+    /// take_weights / restore_weights: the same embedding.
+    #[test]
+    fn weights_taken_out_and_put_back_give_tracts_own_outputs_to_1e_5() {
+        let bytes = std::fs::read(shared_model("arcface_fr_feature.onnx")).unwrap();
+        let onnx = tract_onnx::onnx();
+        let own = onnx.model_for_read(&mut &bytes[..]).unwrap();
+        let mut proto = decode(Arc::new(bytes)).unwrap();
+        let weights = take_weights(&mut proto, &onnx).unwrap();
+        assert!(weights.len() >= 10, "only {} initializers of 64 KiB or more", weights.len());
+        let mut ours = onnx.model_for_proto_model(&proto).unwrap();
+        restore_weights(&mut ours, weights).unwrap();
+        assert_eq!(ours.input_outlets().unwrap().len(), 1, "the weights are inputs no more");
+        let input: Tensor = tract_ndarray::Array4::from_shape_fn((1, 3, 112, 112), |(_, c, y, x)| {
+            ((c * 7 + y * 3 + x) % 255) as f32 / 127.5 - 1.0
+        })
+        .into();
+        let (a, b) = (run(own, &input), run(ours, &input));
+        assert_eq!(a.len(), 512);
+        let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+        assert!(worst <= 1e-5, "the embeddings differ by {worst}");
+    }
+}
