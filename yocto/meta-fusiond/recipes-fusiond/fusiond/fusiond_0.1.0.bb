@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: edd1eadd53465f69d935ddc0068a96212b5f1ffd622181e525b0df9d2ac38439
-SRCREV = "f8f6a5570d603e93ed2f32bb48f69da7ec19016e"
+# fusiond-inputs: 7c939964a5bac99b5a7206ffbd69d095ee43fdf8a2832a528c4507db84767f49
+SRCREV = "efefd76202293dc17df21c33b80083cee613d12d"
 
 S = "${WORKDIR}/git"
 
