@@ -53,7 +53,8 @@ fn debug_path(out: &Path, image: &Path, many: bool) -> PathBuf {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let loader = args.models.loader()?;
+    // One run per face or image: a warm-up run would be one more.
+    let loader = args.models.loader()?.without_warm_up();
     let mut detector = args.models.detector(&loader)?;
     let mut recognizer = if args.embed { Some(args.models.recognizer(&loader)?) } else { None };
     for path in &args.images {

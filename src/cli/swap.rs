@@ -45,7 +45,8 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let blend = Blend::new(args.blend * 100.0).with_context(|| format!("--blend {} is outside 0..1", args.blend))?;
-    let loader = args.models.loader()?;
+    // One run per face or image: a warm-up run would be one more.
+    let loader = args.models.loader()?.without_warm_up();
     let mut fusion = FusionPipeline::new(
         args.models.detector(&loader)?,
         args.models.recognizer(&loader)?,

@@ -60,13 +60,13 @@ impl ModelTimings {
     pub fn describe(&self, name: &str) -> String {
         let p = &self.backend;
         format!(
-            "model `{name}`: map {:.1} ms, parse {:.1} ms, optimise {:.1} ms, plan {:.1} ms, warm-up {:.1} ms; \
+            "model `{name}`: map {:.1} ms, parse {:.1} ms, optimise {:.1} ms, plan {:.1} ms, {}; \
              resident after parse {}, import {} (peak {}), optimise {} MB, peak {} MB",
             ms(self.map),
             ms(p.parse),
             ms(p.optimize),
             ms(p.plan),
-            ms(self.warmup),
+            if self.warmup.is_zero() { "no warm-up".to_string() } else { format!("warm-up {:.1} ms", ms(self.warmup)) },
             mb(p.resident.parse),
             mb(p.resident.import),
             mb(p.resident.import_peak),
@@ -82,11 +82,21 @@ pub struct Loader {
     engines: Engines,
     /// Where emaps read from graphs are cached (`emap::load_emap`).
     cache: Option<PathBuf>,
+    /// Whether every model is run once on zeros after loading.
+    warm_up: bool,
 }
 
 impl Loader {
     pub fn new(catalog: Catalog, engines: impl Into<Engines>) -> Loader {
-        Loader { catalog, engines: engines.into(), cache: None }
+        Loader { catalog, engines: engines.into(), cache: None, warm_up: true }
+    }
+
+    /// The same loader without the warm-up run, for a command that runs
+    /// each model once or twice, where it would be one run more (the
+    /// inswapper-size swap: a third of the two-face swap's compute). A
+    /// recogniser is still run once: its output length is checked there.
+    pub fn without_warm_up(self) -> Loader {
+        Loader { warm_up: false, ..self }
     }
 
     /// The same loader, caching what it reads out of graphs under `dir`.
@@ -145,9 +155,12 @@ impl Loader {
             Contract::Inswapper => Some(emap::load_emap(&self.catalog, entry, self.cache.as_deref())?),
             _ => None,
         };
+        let warms = self.warm_up || entry.embedding_len.is_some();
         let t = Instant::now();
-        warm(entry, &*model)?;
-        let warmup = t.elapsed();
+        if warms {
+            warm(entry, &*model)?;
+        }
+        let warmup = if warms { t.elapsed() } else { Duration::ZERO };
         let timings = ModelTimings {
             map,
             backend: model.load_phases(),
