@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 7c939964a5bac99b5a7206ffbd69d095ee43fdf8a2832a528c4507db84767f49
-SRCREV = "efefd76202293dc17df21c33b80083cee613d12d"
+# fusiond-inputs: 392884d270f2be68194624874d3f6b9e70496e430f5b95dd8940c1e33c08720b
+SRCREV = "951dafe22d280ce8b51ec05c6e333f3af7f80900"
 
 S = "${WORKDIR}/git"
 
