@@ -59,62 +59,26 @@ pub fn release_free_heap() {
     }
 }
 
-/// Blocks this big or bigger are mapped on their own under [`BigBlocksMapped`].
-pub const LOAD_MMAP_THRESHOLD: usize = 1 << 20;
+/// Blocks this big or bigger are mapped on their own after
+/// [`map_big_blocks_on_their_own`].
+pub const MMAP_THRESHOLD: usize = 1 << 20;
 
-/// The mapping threshold once [`BigBlocksMapped`] is let go: the most glibc's
-/// own adjustment raises it to, which it reaches once a big block is freed.
-pub const RUN_MMAP_THRESHOLD: usize = 32 << 20;
-
-static HOLDERS: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
-
-/// Held by the one-shot commands (`detect`, `swap`, `infer`) for their
-/// whole run. Then every block from [`LOAD_MMAP_THRESHOLD`] up is mapped on
+/// Called by the one-shot commands (`detect`, `swap`, `infer`) before they
+/// load anything: every block from [`MMAP_THRESHOLD`] up is then mapped on
 /// its own, so that a freed copy of weights (the protobuf's, tract's
 /// transients) or a convolution's scratch goes back to the kernel at once
-/// instead of staying in the heap: the 554 MB swapper's one-shot peak fell
+/// instead of staying in the heap. The 554 MB swapper's one-shot peak fell
 /// from 1.41x its file to 1.30x (BENCHMARKS.md, "Loading a big model on
-/// tract"). The daemon does not hold it: running models with so low a
-/// threshold costs 40 % on YuNet (page faults on every activation), and
-/// with the thresholds fixed after a load its settled RSS varied by 10 %
-/// in the soak, against 4 % with glibc's own adjustment and the periodic
-/// trim. When the last holder lets go the thresholds are set where glibc's
-/// adjustment takes them ([`RUN_MMAP_THRESHOLD`], trimming the top of the
-/// heap above twice that).
-pub struct BigBlocksMapped(());
-
-impl BigBlocksMapped {
-    pub fn hold() -> Self {
-        let mut holders = HOLDERS.lock().unwrap_or_else(|e| e.into_inner());
-        if *holders == 0 {
-            set_thresholds(LOAD_MMAP_THRESHOLD, None);
-        }
-        *holders += 1;
-        BigBlocksMapped(())
-    }
-}
-
-impl Drop for BigBlocksMapped {
-    fn drop(&mut self) {
-        let mut holders = HOLDERS.lock().unwrap_or_else(|e| e.into_inner());
-        *holders -= 1;
-        if *holders == 0 {
-            set_thresholds(RUN_MMAP_THRESHOLD, Some(2 * RUN_MMAP_THRESHOLD));
-        }
-    }
-}
-
-fn set_thresholds(mmap: usize, trim: Option<usize>) {
+/// tract"). The daemon does not do this: running YuNet with this threshold
+/// took 139-142 ms against 99-103 ms with glibc's own, which raises the
+/// threshold to the largest block freed so far (page faults on every
+/// activation otherwise).
+pub fn map_big_blocks_on_their_own() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt changes tunables under the allocator's own lock.
+    // SAFETY: mallopt changes a tunable under the allocator's own lock.
     unsafe {
-        nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, i32::try_from(mmap).unwrap_or(i32::MAX));
-        if let Some(trim) = trim {
-            nix::libc::mallopt(nix::libc::M_TRIM_THRESHOLD, i32::try_from(trim).unwrap_or(i32::MAX));
-        }
+        nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD as i32);
     }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    let _ = (mmap, trim);
 }
 
 #[cfg(test)]
@@ -143,18 +107,15 @@ mod tests {
     }
 
     #[test]
-    fn while_held_big_blocks_are_mapped_on_their_own() {
-        // The first load's end sets the running threshold, 32 MiB, under
-        // which a 2 MiB block would come from the heap.
-        drop(super::BigBlocksMapped::hold());
-        let outer = super::BigBlocksMapped::hold();
-        let inner = super::BigBlocksMapped::hold();
-        drop(inner);
+    fn big_blocks_are_mapped_on_their_own() {
+        // Freeing a mapped 8 MiB block raises glibc's own threshold to 8 MiB,
+        // under which a 2 MiB block would come from the heap.
+        drop(vec![1u8; 8 << 20]);
+        super::map_big_blocks_on_their_own();
         // A mapped block starts its page after glibc's two-word header.
-        let block = vec![1u8; 2 * super::LOAD_MMAP_THRESHOLD];
+        let block = vec![1u8; 2 * super::MMAP_THRESHOLD];
         if cfg!(all(target_os = "linux", target_env = "gnu")) {
             assert_eq!(block.as_ptr() as usize % 4096, 2 * std::mem::size_of::<usize>(), "not mapped on its own");
         }
-        drop(outer);
     }
 }

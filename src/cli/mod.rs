@@ -247,8 +247,9 @@ pub fn run(cli: Cli) -> Result<u8> {
     // The one-shot commands load their models and run them once or twice:
     // their peak memory is what limits a small board, and the page faults
     // of mapping every big block on its own cost little over so few runs.
-    let _heap = matches!(cli.command, Command::Detect(_) | Command::Swap(_) | Command::Infer(_))
-        .then(crate::procmem::BigBlocksMapped::hold);
+    if matches!(cli.command, Command::Detect(_) | Command::Swap(_) | Command::Infer(_)) {
+        crate::procmem::map_big_blocks_on_their_own();
+    }
     match cli.command {
         Command::Run(a) => run::run(a).map(|()| 0),
         Command::Detect(a) => detect::run(a).map(|()| 0),

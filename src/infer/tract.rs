@@ -128,6 +128,7 @@ impl Backend for TractBackend {
             declared.iter().map(|(n, _, s)| (n.clone(), s.clone())).collect();
         let inputs = fix_input_shapes(&shapes, specs)?;
         let input_types: Vec<DatumType> = declared.iter().map(|d| d.1).collect();
+        // After `declared_inputs`: the weights become graph inputs here.
         let weights = super::tract_import::take_weights(&mut proto, &onnx).map_err(load_err)?;
         let mut model = onnx.model_for_proto_model(&proto).map_err(load_err)?;
         drop(proto);
