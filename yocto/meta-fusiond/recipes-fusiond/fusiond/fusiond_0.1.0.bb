@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 392884d270f2be68194624874d3f6b9e70496e430f5b95dd8940c1e33c08720b
-SRCREV = "951dafe22d280ce8b51ec05c6e333f3af7f80900"
+# fusiond-inputs: f3cd167017605185c50e7785f0dbc151d238e2349c579b7879b25c7ef0d5c138
+SRCREV = "584e857dc95d790cbf5ebaa039fb19bbc76616db"
 
 S = "${WORKDIR}/git"
 
