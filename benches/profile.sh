@@ -6,7 +6,9 @@
 # benches/ort_profile.py (ONNX Runtime's per-node profile), one after the
 # other so that all three see the same drift of the machine; then
 # benches/profile_summary.py prints the Markdown tables. The raw JSON stays
-# in OUT_DIR beside summary.md.
+# in OUT_DIR beside summary.md. Each shared model's INT8 QDQ twin
+# (models/quantize, written into OUT_DIR/int8 once) is profiled the same
+# way, so that INT8 and FP32 are compared within the run.
 #
 #   benches/profile.sh OUT_DIR [THREADS] [ROUNDS]   (FUSIOND_BIN: the fusiond binary,
 #                                                    default: the edge build for this machine)
@@ -20,13 +22,17 @@ shared="${FUSIOND_SHARED:-$(cd .. && pwd)/shared}"
 bin="${FUSIOND_BIN:-$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/fusiond}"
 [ -x "$bin" ] || { echo "profile: no fusiond at $bin: run debian/build.sh amd64 or set FUSIOND_BIN" >&2; exit 1; }
 mkdir -p "$out"
-models=(yunet_2023mar scrfd_500m arcface_fr)
+fp32=(yunet_2023mar scrfd_500m arcface_fr)
+models=("${fp32[@]}" "${fp32[@]/%/_int8}")
+[ -f "$out/int8/manifest.toml" ] ||
+    "$FUSIOND_PYTHON" models/quantize --models "$shared/models" --photos "$shared/images" --out "$out/int8" "${fp32[@]}" |
+    grep "worst"
 for model in "${models[@]}"; do
     for round in $(seq "$rounds"); do
         for kind in fused stock; do
             flag=()
             [ "$kind" = stock ] && flag=(--tract-stock-ops)
-            "$bin" profile "$model" --models "$shared/models" --threads "$threads" --runs 20 --json "${flag[@]}" \
+            "$bin" profile "$model" --models "$shared/models" --models "$out/int8" --threads "$threads" --runs 20 --json "${flag[@]}" \
                 >"$out/$model.$kind.$round.json"
         done
         file=$("$FUSIOND_PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["file"])' "$out/$model.fused.1.json")

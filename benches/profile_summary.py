@@ -45,6 +45,24 @@ def totals(out, models):
     print(f"\nMedian of {n} rounds (min–max); each round's figure is the median of its runs.")
 
 
+def int8_against_fp32(out, models):
+    """FP32 time / INT8 time of each model that has its `_int8` twin among
+    `models`, per engine and ops (above 1: INT8 is the faster)."""
+    pairs = [(m, f"{m}_int8") for m in models if f"{m}_int8" in models]
+    if not pairs:
+        return
+    print("\n### INT8 against FP32 (FP32 ms / INT8 ms of the median rounds; above 1: INT8 is faster)\n")
+    print("| model | tract, tract's ops | tract, fusiond's ops | ONNX Runtime |")
+    print("|---|---|---|---|")
+    for fp32, int8 in pairs:
+        cells = []
+        for kind in ("stock", "fused", "ort"):
+            a = statistics.median(p["total_ms"] for p in rounds(out, fp32, kind))
+            b = statistics.median(p["total_ms"] for p in rounds(out, int8, kind))
+            cells.append(f"{a / b:.2f}× ({a:.1f} / {b:.1f} ms)")
+        print(f"| {fp32} | {' | '.join(cells)} |")
+
+
 def by_op(out, model, top):
     fused, stock = median_round(rounds(out, model, "fused")), median_round(rounds(out, model, "stock"))
     f = {r["name"]: r for r in fused["by_op"]}
@@ -65,6 +83,7 @@ def main():
     out, models = Path(sys.argv[1]), sys.argv[2:]
     print("### Totals\n")
     totals(out, models)
+    int8_against_fp32(out, models)
     for model in models:
         print(f"\n### {model}: tract's operators, tract's own ops against fusiond's (the median round)\n")
         by_op(out, model, 10)

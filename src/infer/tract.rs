@@ -121,6 +121,16 @@ impl Backend for TractBackend {
         // The weights are held once at a time: see `tract_import` (the
         // caller passes the only reference to the mapping).
         let mut proto = super::tract_import::decode(bytes)?;
+        if self.fused_ops {
+            let prepared = super::tract_ops::prepare(&mut proto);
+            if prepared != super::tract_ops::Prepared::default() {
+                log::debug!(
+                    "tract: {} constant dequantisers folded, {} quantise-dequantise pairs fused",
+                    prepared.folded,
+                    prepared.fused_pairs
+                );
+            }
+        }
         let parsed = start.elapsed();
         let after_parse = crate::procmem::rss().0;
         let declared = declared_inputs(&proto);

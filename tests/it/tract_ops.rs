@@ -17,6 +17,18 @@ fn face_input() -> Tensor {
     Tensor::new(&[1, 3, 112, 112], data).unwrap()
 }
 
+/// A real photo of two people as YuNet's input: 640×640, BGR planes, 0–255.
+fn frame_input() -> Tensor {
+    let img = image::imageops::resize(&image("fr_two_people.jpg"), 640, 640, image::imageops::FilterType::Triangle);
+    let mut data = vec![0f32; 3 * 640 * 640];
+    for (i, p) in img.pixels().enumerate() {
+        for c in 0..3 {
+            data[c * 640 * 640 + i] = p[2 - c] as f32;
+        }
+    }
+    Tensor::new(&[1, 3, 640, 640], data).unwrap()
+}
+
 fn load(backend: TractBackend, file: &std::path::Path, shape: &[usize]) -> Arc<dyn Model> {
     let bytes = Arc::new(std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display())));
     backend.load(bytes, &[InputShape::first(shape)]).unwrap()
@@ -68,14 +80,7 @@ fn the_fused_prelu_gives_tracts_own_outputs_to_1e_5() {
 /// every output of the detector's heads the same.
 #[test]
 fn the_2x2_max_pool_gives_tracts_own_outputs_to_1e_5() {
-    let img = image::imageops::resize(&image("fr_two_people.jpg"), 640, 640, image::imageops::FilterType::Triangle);
-    let mut data = vec![0f32; 3 * 640 * 640];
-    for (i, p) in img.pixels().enumerate() {
-        for c in 0..3 {
-            data[c * 640 * 640 + i] = p[2 - c] as f32;
-        }
-    }
-    let input = Tensor::new(&[1, 3, 640, 640], data).unwrap();
+    let input = frame_input();
     for file in [
         shared("models/face_detection_yunet_2023mar.onnx"),
         int8_models().join("face_detection_yunet_2023mar_int8.onnx"),
@@ -86,5 +91,27 @@ fn the_2x2_max_pool_gives_tracts_own_outputs_to_1e_5() {
         assert_eq!(count(&fused_ops, "OptMaxPool"), 0);
         let diff = max_difference(&fused, &stock);
         assert!(diff <= 1e-5, "{}: the 2x2 pool differs from tract's by {diff}", file.display());
+    }
+}
+
+/// The INT8 (QDQ) ArcFace and YuNet: every activation quantise-dequantise
+/// pair runs as one fused op, and the outputs are tract's own two ops'.
+#[test]
+fn the_fused_quantise_dequantise_pairs_give_tracts_own_outputs_to_1e_5() {
+    let (face, frame) = (face_input(), frame_input());
+    for (file, input) in [
+        (int8_models().join("arcface_fr_feature_int8.onnx"), &face),
+        (int8_models().join("face_detection_yunet_2023mar_int8.onnx"), &frame),
+    ] {
+        let [(fused, fused_ops), (stock, stock_ops)] = both(&file, input);
+        let pairs = count(&fused_ops, "FusiondFakeQuant");
+        assert!(pairs >= 10, "{}: {pairs} fused pairs", file.display());
+        assert_eq!(count(&fused_ops, "QuantizeLinearU8"), 0, "{}: a quantiser was left", file.display());
+        let stock_pairs = count(&stock_ops, "QuantizeLinearU8") + count(&stock_ops, "LookupTable");
+        assert_eq!(pairs, stock_pairs, "{}: tract's own plan quantises in as many places", file.display());
+        let scale = stock.iter().fold(0f32, |m, v| m.max(v.abs()));
+        assert!(scale > 0.1, "real outputs, not zeros: {scale}");
+        let diff = max_difference(&fused, &stock);
+        assert!(diff <= 1e-5, "{}: the fused pairs differ from tract's by {diff}", file.display());
     }
 }

@@ -9,10 +9,20 @@
 //! |---|---|---|
 //! | PRelu | `prelu::ChannelPrelu`, one pass in place | a multiply, a comparison and a select, three passes |
 //! | MaxPool 2×2, stride 2 | `max_pool::MaxPool2x2`, two rows at a time | a generic patch walk per output value |
+//! | QuantizeLinear → DequantizeLinear (INT8 QDQ activations) | `fake_quant::FakeQuant`, one pass in place | two passes through a u8 tensor, a scalar rounding per value |
+//!
+//! The quantise-dequantise pairs are two ONNX nodes, so
+//! [`fake_quant::fuse_pairs`] first rewrites each into one node in the
+//! protobuf (see [`prepare`]), which also computes an INT8 graph's
+//! constant weights to f32 there (`dequant_weights`), since tract would
+//! analyse its way to the same constants several times slower.
 
+mod dequant_weights;
+mod fake_quant;
 mod max_pool;
 mod prelu;
 
+pub use fake_quant::{fake_quant_in_place, FakeQuant, Grid};
 pub use max_pool::{max_pool_2x2, MaxPool2x2};
 pub use prelu::{prelu_in_place, ChannelPrelu};
 use tract_onnx::model::OnnxOpRegister;
@@ -25,4 +35,23 @@ pub fn register(ops: &mut OnnxOpRegister) {
     }
     ops.insert("MaxPool", max_pool::parse);
     ops.insert("PRelu", prelu::parse);
+    ops.insert(fake_quant::OP_TYPE, fake_quant::parse);
+}
+
+/// What [`prepare`] changed in a graph.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Prepared {
+    /// Constant dequantisers computed into f32 initializers.
+    pub folded: usize,
+    /// Quantise-dequantise pairs fused into one node.
+    pub fused_pairs: usize,
+}
+
+/// Rewrites an INT8 QDQ graph for tract before it is imported: constant
+/// weights dequantised ([`dequant_weights::fold`]) and the activations'
+/// quantise-dequantise pairs fused ([`fake_quant::fuse_pairs`]). A float
+/// graph has neither and is left as it is.
+pub fn prepare(proto: &mut tract_onnx::pb::ModelProto) -> Prepared {
+    let Some(graph) = proto.graph.as_mut() else { return Prepared::default() };
+    Prepared { folded: dequant_weights::fold(graph), fused_pairs: fake_quant::fuse_pairs(graph) }
 }
