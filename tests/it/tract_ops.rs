@@ -64,7 +64,8 @@ fn the_fused_prelu_gives_tracts_own_outputs_to_1e_5() {
     let input = face_input();
     for file in [shared("models/arcface_fr_feature.onnx"), int8_models().join("arcface_fr_feature_int8.onnx")] {
         let [(fused, fused_ops), (stock, stock_ops)] = both(&file, &input);
-        assert_eq!(count(&fused_ops, "FusiondPrelu"), 33, "{}: every PRelu runs fused", file.display());
+        let prelus = fused_ops.iter().filter(|o| o.starts_with("Fusiond") && o.contains("Prelu")).count();
+        assert_eq!(prelus, 33, "{}: every PRelu runs fused", file.display());
         assert_eq!(count(&stock_ops, "FusiondPrelu"), 0);
         assert_eq!(count(&fused_ops, "Iff"), 0, "no select of tract's decomposition is left");
         assert_eq!(count(&stock_ops, "Iff"), 33);
@@ -104,7 +105,8 @@ fn the_fused_quantise_dequantise_pairs_give_tracts_own_outputs_to_1e_5() {
         (int8_models().join("face_detection_yunet_2023mar_int8.onnx"), &frame),
     ] {
         let [(fused, fused_ops), (stock, stock_ops)] = both(&file, input);
-        let pairs = count(&fused_ops, "FusiondFakeQuant");
+        // Standing alone or taken into a PRelu ("FusiondFakeQuant+Prelu+FakeQuant").
+        let pairs: usize = fused_ops.iter().map(|o| o.matches("FakeQuant").count()).sum();
         assert!(pairs >= 10, "{}: {pairs} fused pairs", file.display());
         assert_eq!(count(&fused_ops, "QuantizeLinearU8"), 0, "{}: a quantiser was left", file.display());
         let stock_pairs = count(&stock_ops, "QuantizeLinearU8") + count(&stock_ops, "LookupTable");

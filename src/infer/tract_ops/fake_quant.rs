@@ -180,25 +180,52 @@ unsafe fn fake_quant_avx2(x: &mut [f32], grid: Grid) {
     fake_quant(x, grid)
 }
 
-/// [`fake_quant_in_place`]'s loop, compiled once for the build's baseline
-/// and once for AVX2.
-///
-/// `clamp(round(t) + zp, lo, hi) - zp` is `round(clamp(t, lo - zp, hi - zp))`
-/// because the bounds are integers, and once clamped `t` is small enough
-/// for adding and subtracting 1.5 × 2^23 to round it half to even.
-#[inline(always)]
-fn fake_quant(x: &mut [f32], grid: Grid) {
-    const MAGIC: f32 = 12_582_912.0;
-    let Grid { scale, zero_point, lo, hi } = grid;
-    let (inv, low, high) = (scale.recip(), lo - zero_point, hi - zero_point);
-    for v in x {
-        let t = *v * inv;
+impl Grid {
+    /// The grid's constants as [`Rounding::apply`] uses them.
+    ///
+    /// `clamp(round(t) + zp, lo, hi) - zp` is `round(clamp(t, lo - zp, hi - zp))`
+    /// because the bounds are integers, and once clamped `t` is small enough
+    /// for adding and subtracting 1.5 × 2^23 to round it half to even.
+    pub fn rounding(self) -> Rounding {
+        let Grid { scale, zero_point, lo, hi } = self;
+        Rounding { inv: scale.recip(), low: lo - zero_point, high: hi - zero_point, scale }
+    }
+}
+
+/// One value to a [`Grid`] and back, for loops that vectorise.
+#[derive(Debug, Clone, Copy)]
+pub struct Rounding {
+    inv: f32,
+    low: f32,
+    high: f32,
+    scale: f32,
+}
+
+impl Rounding {
+    #[inline(always)]
+    pub fn apply(self, v: f32) -> f32 {
+        const MAGIC: f32 = 12_582_912.0;
+        let t = v * self.inv;
         // Comparisons and selects, not f32::max/min (whose NaN rules cost
         // extra instructions): a NaN is dealt with by the last select.
-        let t = if t > low { t } else { low };
-        let t = if t < high { t } else { high };
+        let t = if t > self.low { t } else { self.low };
+        let t = if t < self.high { t } else { self.high };
         let rounded = (t + MAGIC) - MAGIC;
-        *v = if v.is_nan() { 0.0 } else { rounded * scale };
+        if v.is_nan() {
+            0.0
+        } else {
+            rounded * self.scale
+        }
+    }
+}
+
+/// [`fake_quant_in_place`]'s loop, compiled once for the build's baseline
+/// and once for AVX2.
+#[inline(always)]
+fn fake_quant(x: &mut [f32], grid: Grid) {
+    let r = grid.rounding();
+    for v in x {
+        *v = r.apply(*v);
     }
 }
 
@@ -209,6 +236,12 @@ pub struct FakeQuant {
 }
 
 impl Eq for FakeQuant {}
+
+impl FakeQuant {
+    pub fn grid(&self) -> Grid {
+        self.grid
+    }
+}
 
 impl Op for FakeQuant {
     fn name(&self) -> StaticName {
