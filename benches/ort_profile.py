@@ -20,6 +20,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from collections import defaultdict
 
 import numpy as np
@@ -71,7 +72,9 @@ def profile(model, shapes, runs, threads, level="all"):
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.graph_optimization_level = LEVELS[level]
+    start = time.perf_counter()
     sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    load_ms = (time.perf_counter() - start) * 1e3
     feed = filler(shapes)
     sess.run(None, feed)
     opts.enable_profiling = True
@@ -96,7 +99,7 @@ def profile(model, shapes, runs, threads, level="all"):
         for i, (start, end) in enumerate(windows):
             if start <= e["ts"] <= end:
                 per_run[i][node] += e["dur"] / 1000.0
-    return summarize(per_run, ops, onnx_of)
+    return {**summarize(per_run, ops, onnx_of), "load_ms": load_ms}
 
 
 def summarize(per_run, ops, onnx_of):

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Where tract's time goes on the shared models, with fusiond's ops and with
 # tract's own, against ONNX Runtime's own profiler on the same inputs, in one
-# run: for each model ROUNDS rounds of `fusiond profile --json` (every node of
-# tract's plan timed), the same with --tract-stock-ops, and
-# benches/ort_profile.py (ONNX Runtime's per-node profile), one after the
-# other so that all three see the same drift of the machine; then
+# run: ROUNDS rounds, each running for every model `fusiond profile --json`
+# (every node of tract's plan timed, and the load time), the same with
+# --tract-stock-ops, and benches/ort_profile.py (ONNX Runtime's per-node
+# profile and session creation), one after the other so that all three see
+# the same drift of the machine; then
 # benches/profile_summary.py prints the Markdown tables. The raw JSON stays
 # in OUT_DIR beside summary.md. Each shared model's INT8 QDQ twin
 # (models/quantize, written into OUT_DIR/int8 once) is profiled the same
@@ -27,8 +28,10 @@ models=("${fp32[@]}" "${fp32[@]/%/_int8}")
 [ -f "$out/int8/manifest.toml" ] ||
     "$FUSIOND_PYTHON" models/quantize --models "$shared/models" --photos "$shared/images" --out "$out/int8" "${fp32[@]}" |
     grep "worst"
-for model in "${models[@]}"; do
-    for round in $(seq "$rounds"); do
+# Rounds outside, models inside: a model and its INT8 twin see the same
+# stretch of the machine's drift.
+for round in $(seq "$rounds"); do
+    for model in "${models[@]}"; do
         for kind in fused stock; do
             flag=()
             [ "$kind" = stock ] && flag=(--tract-stock-ops)

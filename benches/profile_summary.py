@@ -23,7 +23,9 @@ KINDS = ("stock", "fused", "ort")
 
 def rounds(out, model, kind):
     files = sorted(out.glob(f"{model}.{kind}.*.json"), key=lambda p: int(p.stem.rsplit(".", 1)[1]))
-    return [json.loads(p.read_text())["profile"] for p in files]
+    saved = [json.loads(p.read_text()) for p in files]
+    # fusiond profile writes load_ms beside the profile, ort_profile.py in it.
+    return [{"load_ms": j.get("load_ms"), **j["profile"]} for j in saved]
 
 
 def median_round(profiles):
@@ -46,21 +48,22 @@ def totals(out, models):
 
 
 def int8_against_fp32(out, models):
-    """FP32 time / INT8 time of each model that has its `_int8` twin among
-    `models`, per engine and ops (above 1: INT8 is the faster)."""
+    """FP32 / INT8 of each model that has its `_int8` twin among `models`,
+    per engine and ops: run time, then load time (above 1: INT8 is faster)."""
     pairs = [(m, f"{m}_int8") for m in models if f"{m}_int8" in models]
     if not pairs:
         return
-    print("\n### INT8 against FP32 (FP32 ms / INT8 ms of the median rounds; above 1: INT8 is faster)\n")
-    print("| model | tract, tract's ops | tract, fusiond's ops | ONNX Runtime |")
-    print("|---|---|---|---|")
-    for fp32, int8 in pairs:
-        cells = []
-        for kind in ("stock", "fused", "ort"):
-            a = statistics.median(p["total_ms"] for p in rounds(out, fp32, kind))
-            b = statistics.median(p["total_ms"] for p in rounds(out, int8, kind))
-            cells.append(f"{a / b:.2f}× ({a:.1f} / {b:.1f} ms)")
-        print(f"| {fp32} | {' | '.join(cells)} |")
+    for key, what in (("total_ms", "run"), ("load_ms", "load (parse, optimise, plan)")):
+        print(f"\n### INT8 against FP32, {what}: FP32 ms / INT8 ms of the median rounds (above 1: INT8 is faster)\n")
+        print("| model | tract, tract's ops | tract, fusiond's ops | ONNX Runtime |")
+        print("|---|---|---|---|")
+        for fp32, int8 in pairs:
+            cells = []
+            for kind in ("stock", "fused", "ort"):
+                a = statistics.median(p[key] for p in rounds(out, fp32, kind))
+                b = statistics.median(p[key] for p in rounds(out, int8, kind))
+                cells.append(f"{a / b:.2f}× ({a:.1f} / {b:.1f} ms)")
+            print(f"| {fp32} | {' | '.join(cells)} |")
 
 
 def by_op(out, model, top):

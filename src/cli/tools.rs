@@ -73,6 +73,9 @@ pub fn profile(args: ProfileArgs) -> Result<()> {
     let loader = args.models.loader()?;
     let entry = loader.catalog().entry(&args.model)?;
     let model = loader.load_with(entry, &entry.input_shapes())?;
+    let phases = model.load_phases();
+    // Parse, optimise and plan (no hash check): how long until it can run.
+    let load_ms = (phases.parse + phases.optimize + phases.plan).as_secs_f64() * 1e3;
     let inputs = filler_inputs(model.inputs());
     let refs: Vec<(&str, &crate::infer::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let mut session = model.session()?;
@@ -96,17 +99,19 @@ pub fn profile(args: ProfileArgs) -> Result<()> {
         println!(
             "{}",
             serde_json::json!({"model": entry.name, "file": entry.file, "engine": model.placement().engine,
-            "threads": args.models.engine.threads, "inputs": shapes, "warm_up_ms": plain_ms, "profile": p})
+            "threads": args.models.engine.threads, "inputs": shapes, "load_ms": load_ms, "warm_up_ms": plain_ms,
+            "profile": p})
         );
         return Ok(());
     }
     let shapes: Vec<String> = model.inputs().iter().map(|i| format!("{} {:?}", i.name, i.shape)).collect();
     println!(
-        "{} on {}, {} thread(s), {}: {} profiled runs, median total {:.2} ms",
+        "{} on {}, {} thread(s), {}: loaded in {:.1} ms, {} profiled runs, median total {:.2} ms",
         entry.name,
         model.placement().engine,
         args.models.engine.threads,
         shapes.join(", "),
+        load_ms,
         p.runs,
         p.total_ms
     );

@@ -12,7 +12,7 @@
 //! | QuantizeLinear → DequantizeLinear (INT8 QDQ activations) | `fake_quant::FakeQuant`, one pass in place | two passes through a u8 tensor, a scalar rounding per value |
 //!
 //! The quantise-dequantise pairs are two ONNX nodes, so
-//! [`fake_quant::fuse_pairs`] first rewrites each into one node in the
+//! [`qdq_pairs::fuse_pairs`] first rewrites each into one node in the
 //! protobuf (see [`prepare`]), which also computes an INT8 graph's
 //! constant weights to f32 there (`dequant_weights`), since tract would
 //! analyse its way to the same constants several times slower.
@@ -21,6 +21,7 @@ mod dequant_weights;
 mod fake_quant;
 mod max_pool;
 mod prelu;
+mod qdq_pairs;
 
 pub use fake_quant::{fake_quant_in_place, FakeQuant, Grid};
 pub use max_pool::{max_pool_2x2, MaxPool2x2};
@@ -35,7 +36,7 @@ pub fn register(ops: &mut OnnxOpRegister) {
     }
     ops.insert("MaxPool", max_pool::parse);
     ops.insert("PRelu", prelu::parse);
-    ops.insert(fake_quant::OP_TYPE, fake_quant::parse);
+    ops.insert(qdq_pairs::OP_TYPE, fake_quant::parse);
 }
 
 /// What [`prepare`] changed in a graph.
@@ -49,9 +50,9 @@ pub struct Prepared {
 
 /// Rewrites an INT8 QDQ graph for tract before it is imported: constant
 /// weights dequantised ([`dequant_weights::fold`]) and the activations'
-/// quantise-dequantise pairs fused ([`fake_quant::fuse_pairs`]). A float
+/// quantise-dequantise pairs fused ([`qdq_pairs::fuse_pairs`]). A float
 /// graph has neither and is left as it is.
 pub fn prepare(proto: &mut tract_onnx::pb::ModelProto) -> Prepared {
     let Some(graph) = proto.graph.as_mut() else { return Prepared::default() };
-    Prepared { folded: dequant_weights::fold(graph), fused_pairs: fake_quant::fuse_pairs(graph) }
+    Prepared { folded: dequant_weights::fold(graph), fused_pairs: qdq_pairs::fuse_pairs(graph) }
 }

@@ -1,0 +1,180 @@
+//! Finds the quantise-dequantise pairs of an INT8 QDQ graph's activations
+//! and rewrites each into one `FusiondFakeQuant` node (see `fake_quant`),
+//! in the protobuf, before tract imports it.
+
+use std::collections::HashMap;
+use tract_onnx::pb::GraphProto;
+
+/// The ONNX op type of a fused pair (not a standard op: only [`fuse_pairs`]
+/// writes it, only into a graph tract is about to import).
+pub const OP_TYPE: &str = "FusiondFakeQuant";
+
+/// Rewrites every fusable `QuantizeLinear` → `DequantizeLinear` pair of
+/// `graph` into one [`OP_TYPE`] node and returns how many it rewrote.
+///
+/// A pair is fused when the quantiser's scale and zero point are single
+/// values held in initializers, every consumer of its output is a
+/// dequantiser reading the same scale and zero point, and its output is not
+/// a graph output. The fused node takes the quantiser's inputs and writes
+/// the first dequantiser's output; the other dequantisers' readers read that
+/// instead.
+pub fn fuse_pairs(graph: &mut GraphProto) -> usize {
+    let single: HashMap<&str, bool> =
+        graph.initializer.iter().map(|t| (t.name.as_str(), t.dims.iter().product::<i64>() == 1)).collect();
+    let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (ix, node) in graph.node.iter().enumerate() {
+        for input in &node.input {
+            readers.entry(input.as_str()).or_default().push(ix);
+        }
+    }
+    let outputs: Vec<&str> = graph.output.iter().map(|o| o.name.as_str()).collect();
+    let mut plans = vec![];
+    for (ix, q) in graph.node.iter().enumerate() {
+        if q.op_type != "QuantizeLinear" || q.output.len() != 1 || q.input.len() < 2 {
+            continue;
+        }
+        if !q.input[1..].iter().all(|p| single.get(p.as_str()) == Some(&true)) {
+            continue;
+        }
+        let out = q.output[0].as_str();
+        let Some(dqs) = readers.get(out) else { continue };
+        let mut dqs = dqs.clone();
+        dqs.dedup();
+        let dequantises = |d: &usize| {
+            let dq = &graph.node[*d];
+            dq.op_type == "DequantizeLinear"
+                && dq.input[0] == out
+                && dq.input[1..] == q.input[1..]
+                && dq.output.len() == 1
+        };
+        let fusable = !outputs.contains(&out)
+            && dqs.iter().all(dequantises)
+            && dqs[1..].iter().all(|&d| !outputs.contains(&graph.node[d].output[0].as_str()));
+        if fusable {
+            plans.push((ix, dqs));
+        }
+    }
+    apply(graph, &plans);
+    plans.len()
+}
+
+/// Carries out [`fuse_pairs`]'s plans: `(quantiser, its dequantisers)`.
+fn apply(graph: &mut GraphProto, plans: &[(usize, Vec<usize>)]) {
+    let mut renamed: HashMap<String, String> = HashMap::new();
+    let mut dropped = vec![false; graph.node.len()];
+    for (q, dqs) in plans {
+        let kept = graph.node[dqs[0]].output[0].clone();
+        for &d in &dqs[1..] {
+            renamed.insert(graph.node[d].output[0].clone(), kept.clone());
+        }
+        for &d in dqs {
+            dropped[d] = true;
+        }
+        let node = &mut graph.node[*q];
+        node.op_type = OP_TYPE.into();
+        node.domain = String::new();
+        node.output = vec![kept];
+        node.attribute.clear();
+    }
+    let nodes = std::mem::take(&mut graph.node);
+    graph.node = nodes.into_iter().zip(dropped).filter(|(_, d)| !d).map(|(n, _)| n).collect();
+    for node in &mut graph.node {
+        for input in &mut node.input {
+            if let Some(to) = renamed.get(input) {
+                *input = to.clone();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tract_onnx::pb::{NodeProto, TensorProto, ValueInfoProto};
+
+    fn node(op: &str, name: &str, inputs: &[&str], output: &str) -> NodeProto {
+        NodeProto {
+            op_type: op.into(),
+            name: name.into(),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec![output.into()],
+            ..Default::default()
+        }
+    }
+
+    fn initializer(name: &str, dims: &[i64]) -> TensorProto {
+        TensorProto { name: name.into(), dims: dims.to_vec(), data_type: 1, ..Default::default() }
+    }
+
+    /// x → Q → DQ → Relu, Q2 read by two DQs, and four quantisers that must
+    /// stay: one read by a Relu, one a graph output, one per axis, one whose
+    /// dequantiser has another scale.
+    fn graph() -> GraphProto {
+        let s: &[&'static str] = &["s", "z"];
+        fn with(x: &'static str, p: &[&'static str]) -> Vec<&'static str> {
+            [&[x][..], p].concat()
+        }
+        GraphProto {
+            node: vec![
+                node("QuantizeLinear", "q1", &with("x", s), "q1"),
+                node("DequantizeLinear", "dq1", &with("q1", s), "d1"),
+                node("Relu", "r1", &["d1"], "r1"),
+                node("QuantizeLinear", "q2", &with("r1", s), "q2"),
+                node("DequantizeLinear", "dq2a", &with("q2", s), "d2a"),
+                node("DequantizeLinear", "dq2b", &with("q2", s), "d2b"),
+                node("Add", "add", &["d2a", "d2b"], "sum"),
+                node("QuantizeLinear", "q3", &with("sum", s), "q3"),
+                node("Relu", "r3", &["q3"], "r3"),
+                node("QuantizeLinear", "q4", &with("sum", s), "q4"),
+                node("QuantizeLinear", "q5", &with("sum", &["per_axis", "z"]), "q5"),
+                node("DequantizeLinear", "dq5", &with("q5", &["per_axis", "z"]), "d5"),
+                node("QuantizeLinear", "q6", &with("sum", s), "q6"),
+                node("DequantizeLinear", "dq6", &with("q6", &["other", "z"]), "d6"),
+            ],
+            initializer: vec![
+                initializer("s", &[]),
+                initializer("z", &[]),
+                initializer("other", &[1]),
+                initializer("per_axis", &[8]),
+            ],
+            output: ["r3", "q4", "d5", "d6"].map(|n| ValueInfoProto { name: n.into(), ..Default::default() }).to_vec(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_pairs_of_one_grid_read_by_nothing_else_are_fused() {
+        let mut g = graph();
+        assert_eq!(fuse_pairs(&mut g), 2);
+        let ops: Vec<(&str, &str)> = g.node.iter().map(|n| (n.name.as_str(), n.op_type.as_str())).collect();
+        assert_eq!(
+            ops,
+            [
+                ("q1", OP_TYPE),
+                ("r1", "Relu"),
+                ("q2", OP_TYPE),
+                ("add", "Add"),
+                ("q3", "QuantizeLinear"),
+                ("r3", "Relu"),
+                ("q4", "QuantizeLinear"),
+                ("q5", "QuantizeLinear"),
+                ("dq5", "DequantizeLinear"),
+                ("q6", "QuantizeLinear"),
+                ("dq6", "DequantizeLinear"),
+            ]
+        );
+        assert_eq!(g.node[0].input, ["x", "s", "z"]);
+        assert_eq!(g.node[0].output, ["d1"], "the fused node writes what its dequantiser wrote");
+        assert_eq!(g.node[2].output, ["d2a"]);
+        assert_eq!(g.node[3].input, ["d2a", "d2a"], "the second dequantiser's reader reads the first's output");
+    }
+
+    #[test]
+    fn a_graph_without_pairs_is_left_as_it_is() {
+        let mut g = graph();
+        g.node.retain(|n| !matches!(n.name.as_str(), "q1" | "dq1" | "q2" | "dq2a" | "dq2b"));
+        let before = g.clone();
+        assert_eq!(fuse_pairs(&mut g), 0);
+        assert_eq!(g, before);
+    }
+}
