@@ -264,7 +264,8 @@ fn check_config_passes_with_the_models_and_names_a_missing_one() {
 }
 
 /// `fusiond profile` times every node of tract's plan: the operators' shares
-/// add up to the whole run, and the ONNX nodes are the graph's own names.
+/// add up to the whole run, and the ONNX nodes are the graph's own names. It
+/// also says how long the model took to load.
 #[test]
 fn profile_times_each_node_and_sums_them_by_op_and_onnx_node() {
     let out = fusiond(&["profile", "scrfd_500m", "--models", p(&shared("models")), "--runs", "2", "--json"]);
@@ -273,6 +274,8 @@ fn profile_times_each_node_and_sums_them_by_op_and_onnx_node() {
     assert_eq!((v["engine"].as_str(), v["profile"]["runs"].as_u64()), (Some("tract"), Some(2)));
     let total = v["profile"]["total_ms"].as_f64().unwrap();
     assert!(total > 0.0);
+    let load = v["load_ms"].as_f64().unwrap();
+    assert!(load > 0.0 && load < 60_000.0, "load time {load} ms");
     let ops = v["profile"]["by_op"].as_array().unwrap();
     let sum: f64 = ops.iter().map(|o| o["percent"].as_f64().unwrap()).sum();
     assert!((sum - 100.0).abs() < 5.0, "operator shares add up to {sum} %");
