@@ -61,13 +61,14 @@ fn dequantise(x: &[i32], dims: &[i64], scale: &[f32], zero_point: &[i32], axis: 
         return None;
     }
     let inner = dims[axis + 1..].iter().product::<i64>().max(1) as usize;
-    let channels = scale.len();
-    Some(
-        x.iter()
-            .enumerate()
-            .map(|(i, &v)| (v as f32 - zero_point[(i / inner) % channels] as f32) * scale[(i / inner) % channels])
-            .collect(),
-    )
+    let mut out = Vec::with_capacity(x.len());
+    // One run of `inner` values per index along the axis, cycling.
+    for (run, values) in x.chunks(inner).enumerate() {
+        let channel = run % scale.len();
+        let (zero, scale) = (zero_point[channel] as f32, scale[channel]);
+        out.extend(values.iter().map(|&v| (v as f32 - zero) * scale));
+    }
+    Some(out)
 }
 
 fn axis(node: &NodeProto) -> i64 {
@@ -106,7 +107,10 @@ pub fn fold(graph: &mut GraphProto) -> usize {
             None => vec![0; scale.len()],
         };
         if let Some(values) = dequantise(&x, &inputs[0].dims, &scale, &zero_point, axis(node)) {
-            let raw = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let mut raw = Vec::with_capacity(values.len() * 4);
+            for v in values {
+                raw.extend_from_slice(&v.to_le_bytes());
+            }
             let tensor = TensorProto {
                 name: node.output[0].clone(),
                 dims: inputs[0].dims.clone(),
