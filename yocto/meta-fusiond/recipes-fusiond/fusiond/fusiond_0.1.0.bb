@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: f3cd167017605185c50e7785f0dbc151d238e2349c579b7879b25c7ef0d5c138
-SRCREV = "584e857dc95d790cbf5ebaa039fb19bbc76616db"
+# fusiond-inputs: 4e3c17cc2863d6be0cd87b659c152cbadf764dfd7d16c6d8cb96127baf2f23f9
+SRCREV = "c4f50409f8c07cd040692810108beba27563135e"
 
 S = "${WORKDIR}/git"
 
