@@ -31,7 +31,7 @@ fn integers(t: &TensorProto) -> Option<Vec<i32>> {
         DataType::Int8 | DataType::Uint8 | DataType::Int32 => t.int32_data.clone(),
         _ => return None,
     };
-    (values.len() as i64 == t.dims.iter().product::<i64>()).then_some(values)
+    (Some(values.len() as i64) == super::element_count(&t.dims)).then_some(values)
 }
 
 fn floats(t: &TensorProto) -> Option<Vec<f32>> {
@@ -43,7 +43,7 @@ fn floats(t: &TensorProto) -> Option<Vec<f32>> {
     } else {
         t.raw_data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
     };
-    (values.len() as i64 == t.dims.iter().product::<i64>()).then_some(values)
+    (Some(values.len() as i64) == super::element_count(&t.dims)).then_some(values)
 }
 
 /// `(x - zero_point) * scale` along `axis` (per tensor when `scale` has one
@@ -60,7 +60,8 @@ fn dequantise(x: &[i32], dims: &[i64], scale: &[f32], zero_point: &[i32], axis: 
     if dims.get(axis) != Some(&(scale.len() as i64)) {
         return None;
     }
-    let inner = dims[axis + 1..].iter().product::<i64>().max(1) as usize;
+    // `x` holds exactly `dims`' count of values (checked where it was read).
+    let inner = super::element_count(&dims[axis + 1..])?.max(1) as usize;
     let mut out = Vec::with_capacity(x.len());
     // One run of `inner` values per index along the axis, cycling.
     for (run, values) in x.chunks(inner).enumerate() {
@@ -94,8 +95,8 @@ pub fn fold(graph: &mut GraphProto) -> usize {
         else {
             continue;
         };
-        let f32_size = inputs[0].dims.iter().product::<i64>().saturating_mul(4);
-        if u64::try_from(f32_size).map_or(true, |size| size > CONST_FOLD_MEM_BUDGET) {
+        let f32_size = super::element_count(&inputs[0].dims).and_then(|n| n.checked_mul(4));
+        if f32_size.is_none_or(|size| size as u64 > CONST_FOLD_MEM_BUDGET) {
             continue;
         }
         let (Some(x), Some(scale)) = (integers(inputs[0]), floats(inputs[1])) else { continue };
@@ -240,6 +241,18 @@ mod tests {
         assert_eq!(fold(&mut g), 1, "only the bias");
         assert_eq!(g.node[0].name, "w", "the weight's dequantiser stays");
         assert!(g.initializer.iter().any(|t| t.name == "w_q"));
+    }
+
+    #[test]
+    fn hostile_dims_are_left_alone_without_a_panic() {
+        for dims in [vec![i64::MAX, 4], vec![-2, -3], vec![1 << 40, 1 << 40]] {
+            let mut g = graph();
+            g.initializer[0].dims = dims.clone();
+            assert_eq!(fold(&mut g), 1, "{dims:?}: only the bias");
+            let mut g = graph();
+            g.initializer[1].dims = dims;
+            assert_eq!(fold(&mut g), 1, "only the bias");
+        }
     }
 
     #[test]

@@ -56,3 +56,9 @@ pub fn prepare(proto: &mut tract_onnx::pb::ModelProto) -> Prepared {
     let Some(graph) = proto.graph.as_mut() else { return Prepared::default() };
     Prepared { folded: dequant_weights::fold(graph), fused_pairs: qdq_pairs::fuse_pairs(graph) }
 }
+
+/// How many values a tensor of `dims` holds; `None` for a negative
+/// dimension or a count beyond i64 (a hostile file's dims).
+fn element_count(dims: &[i64]) -> Option<i64> {
+    dims.iter().try_fold(1i64, |n, &d| if d < 0 { None } else { n.checked_mul(d) })
+}

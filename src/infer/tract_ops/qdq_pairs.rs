@@ -20,7 +20,7 @@ pub const OP_TYPE: &str = "FusiondFakeQuant";
 /// instead.
 pub fn fuse_pairs(graph: &mut GraphProto) -> usize {
     let single: HashMap<&str, bool> =
-        graph.initializer.iter().map(|t| (t.name.as_str(), t.dims.iter().product::<i64>() == 1)).collect();
+        graph.initializer.iter().map(|t| (t.name.as_str(), super::element_count(&t.dims) == Some(1))).collect();
     let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
     for (ix, node) in graph.node.iter().enumerate() {
         for input in &node.input {
