@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 4e3c17cc2863d6be0cd87b659c152cbadf764dfd7d16c6d8cb96127baf2f23f9
-SRCREV = "c4f50409f8c07cd040692810108beba27563135e"
+# fusiond-inputs: deb8bb905bb0200c9b05260a2986ad0043690ff9b9806de02313d129ed1a7e3b
+SRCREV = "2e7bfd2c162618424d10baaa60308f891164a0d9"
 
 S = "${WORKDIR}/git"
 
