@@ -14,7 +14,7 @@
 //! would take. Computing those too raised that model's peak from 489 to
 //! 777 MB for no gain in speed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use tract_onnx::pb::{tensor_proto::DataType, GraphProto, NodeProto, TensorProto};
 use tract_onnx::tract_core::optim::CONST_FOLD_MEM_BUDGET;
 
@@ -78,73 +78,63 @@ fn axis(node: &NodeProto) -> i64 {
 
 /// Replaces every `DequantizeLinear` whose inputs are all initializers, and
 /// whose output fits tract's folding budget, by an f32 initializer holding
-/// its output; integer initializers nothing else
-/// reads any more are dropped. Returns how many it folded.
+/// its output; integer initializers nothing else reads any more are
+/// dropped. Returns how many it folded.
 pub fn fold(graph: &mut GraphProto) -> usize {
-    let index: HashMap<&str, usize> = graph.initializer.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
-    let mut folded = vec![];
-    for (ix, node) in graph.node.iter().enumerate() {
-        if node.op_type != "DequantizeLinear" || node.output.len() != 1 || node.input.len() < 2 {
-            continue;
-        }
-        let Some(inputs) = node
-            .input
-            .iter()
-            .map(|n| index.get(n.as_str()).map(|&i| &graph.initializer[i]))
-            .collect::<Option<Vec<_>>>()
-        else {
-            continue;
-        };
-        let f32_size = super::element_count(&inputs[0].dims).and_then(|n| n.checked_mul(4));
-        if f32_size.is_none_or(|size| size as u64 > CONST_FOLD_MEM_BUDGET) {
-            continue;
-        }
-        let (Some(x), Some(scale)) = (integers(inputs[0]), floats(inputs[1])) else { continue };
-        let zero_point = match inputs.get(2) {
-            Some(z) => match integers(z) {
-                Some(z) => z,
-                None => continue,
-            },
-            None => vec![0; scale.len()],
-        };
-        if let Some(values) = dequantise(&x, &inputs[0].dims, &scale, &zero_point, axis(node)) {
-            let mut raw = Vec::with_capacity(values.len() * 4);
-            for v in values {
-                raw.extend_from_slice(&v.to_le_bytes());
-            }
-            let tensor = TensorProto {
-                name: node.output[0].clone(),
-                dims: inputs[0].dims.clone(),
-                data_type: DataType::Float as i32,
-                raw_data: raw,
-                ..Default::default()
-            };
-            folded.push((ix, tensor));
-        }
-    }
+    let index: HashMap<&str, &TensorProto> = graph.initializer.iter().map(|t| (t.name.as_str(), t)).collect();
+    let folded: Vec<(usize, TensorProto)> =
+        graph.node.iter().enumerate().filter_map(|(ix, node)| Some((ix, folded(node, &index)?))).collect();
     let count = folded.len();
     let mut dropped = vec![false; graph.node.len()];
-    let mut sources = std::collections::HashSet::new();
+    let mut sources = HashSet::new();
     for (ix, tensor) in folded {
         dropped[ix] = true;
         sources.extend(graph.node[ix].input.iter().cloned());
         graph.initializer.push(tensor);
     }
-    let nodes = std::mem::take(&mut graph.node);
-    graph.node = nodes.into_iter().zip(dropped).filter(|(_, d)| !d).map(|(n, _)| n).collect();
+    super::remove_nodes(graph, &dropped);
     // The integers (and scales) only the folded nodes read.
-    let read: std::collections::HashSet<&str> = graph
+    let read: HashSet<&str> = graph
         .node
         .iter()
         .flat_map(|n| n.input.iter())
         .chain(graph.output.iter().map(|o| &o.name))
         .map(String::as_str)
         .collect();
-    let unread: std::collections::HashSet<String> =
-        sources.into_iter().filter(|n| !read.contains(n.as_str())).collect();
+    let unread: HashSet<String> = sources.into_iter().filter(|n| !read.contains(n.as_str())).collect();
     graph.initializer.retain(|t| !unread.contains(&t.name));
     graph.input.retain(|i| !unread.contains(&i.name));
     count
+}
+
+/// The f32 initializer `node` computes, when it is a `DequantizeLinear` of
+/// initializers (`index`) within the budget; named as its output.
+fn folded(node: &NodeProto, index: &HashMap<&str, &TensorProto>) -> Option<TensorProto> {
+    if node.op_type != "DequantizeLinear" || node.output.len() != 1 || node.input.len() < 2 {
+        return None;
+    }
+    let inputs: Vec<&TensorProto> = node.input.iter().map(|n| index.get(n.as_str()).copied()).collect::<Option<_>>()?;
+    let f32_size = super::element_count(&inputs[0].dims)?.checked_mul(4)?;
+    if f32_size as u64 > CONST_FOLD_MEM_BUDGET {
+        return None;
+    }
+    let (x, scale) = (integers(inputs[0])?, floats(inputs[1])?);
+    let zero_point = match inputs.get(2) {
+        Some(z) => integers(z)?,
+        None => vec![0; scale.len()],
+    };
+    let values = dequantise(&x, &inputs[0].dims, &scale, &zero_point, axis(node))?;
+    let mut raw = Vec::with_capacity(values.len() * 4);
+    for v in values {
+        raw.extend_from_slice(&v.to_le_bytes());
+    }
+    Some(TensorProto {
+        name: node.output[0].clone(),
+        dims: inputs[0].dims.clone(),
+        data_type: DataType::Float as i32,
+        raw_data: raw,
+        ..Default::default()
+    })
 }
 
 #[cfg(test)]

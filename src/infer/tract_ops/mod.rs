@@ -62,3 +62,10 @@ pub fn prepare(proto: &mut tract_onnx::pb::ModelProto) -> Prepared {
 fn element_count(dims: &[i64]) -> Option<i64> {
     dims.iter().try_fold(1i64, |n, &d| if d < 0 { None } else { n.checked_mul(d) })
 }
+
+/// Drops the nodes of `graph` whose index `dropped` marks, keeping the
+/// others in order.
+fn remove_nodes(graph: &mut tract_onnx::pb::GraphProto, dropped: &[bool]) {
+    let nodes = std::mem::take(&mut graph.node);
+    graph.node = nodes.into_iter().zip(dropped).filter(|(_, d)| !**d).map(|(n, _)| n).collect();
+}

@@ -76,8 +76,7 @@ fn apply(graph: &mut GraphProto, plans: &[(usize, Vec<usize>)]) {
         node.output = vec![kept];
         node.attribute.clear();
     }
-    let nodes = std::mem::take(&mut graph.node);
-    graph.node = nodes.into_iter().zip(dropped).filter(|(_, d)| !d).map(|(n, _)| n).collect();
+    super::remove_nodes(graph, &dropped);
     for node in &mut graph.node {
         for input in &mut node.input {
             if let Some(to) = renamed.get(input) {
