@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: deb8bb905bb0200c9b05260a2986ad0043690ff9b9806de02313d129ed1a7e3b
-SRCREV = "2e7bfd2c162618424d10baaa60308f891164a0d9"
+# fusiond-inputs: 5d434bd6c787f3658416ae54d815096a7def694eb9187f5a6e0d725b9524a5f5
+SRCREV = "4f41cf1f58bcfa8f349dd9ef47c3f352ce7b65b1"
 
 S = "${WORKDIR}/git"
 
