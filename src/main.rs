@@ -22,7 +22,7 @@ impl log::Log for StderrLog {
 
 fn main() -> ExitCode {
     // Before any thread starts (daemon::memory says why).
-    fusiond::procmem::cap_arenas();
+    fusiond::procmem::tune_allocator();
     let cli = Cli::parse();
     let level = match cli.verbose {
         0 => log::LevelFilter::Info,

@@ -20,15 +20,41 @@ pub fn rss() -> (u64, u64) {
 /// says otherwise: the control and worker threads each get one.
 pub const ARENAS: i32 = 2;
 
-/// Caps glibc's malloc arenas at [`ARENAS`]; call before any thread starts.
-pub fn cap_arenas() {
+/// Blocks under this size come from the heap after [`tune_allocator`]:
+/// above the largest activation of the shared detectors at 640×640 (16
+/// channels at 320×320, 6.5 MB), so that each frame's activations reuse
+/// the last frame's freed blocks instead of new pages.
+pub const HEAP_BLOCKS_UNDER: usize = 16 << 20;
+
+/// The free top of the heap glibc keeps after [`tune_allocator`]: room for
+/// a detector's activations in flight.
+pub const TRIM_THRESHOLD: usize = 32 << 20;
+
+/// Tunes glibc's malloc for a process that runs the same models frame after
+/// frame; call before any thread starts.
+///
+/// - Arenas are capped at [`ARENAS`] unless `MALLOC_ARENA_MAX` is set.
+/// - Blocks under [`HEAP_BLOCKS_UNDER`] come from the heap and up to
+///   [`TRIM_THRESHOLD`] of its free top stays resident. glibc's own sliding
+///   threshold let every run of YuNet on tract map fresh pages for some of
+///   its activations: about 7,000 page faults a run with fusiond's kernels,
+///   which allocate each output, and 57 ms a run against 44 ms with these
+///   two values (`perf stat -e page-faults fusiond profile yunet_2023mar`,
+///   BENCHMARKS.md, "Pointwise convolutions").
+///
+/// The one-shot commands then map big blocks on their own
+/// ([`map_big_blocks_on_their_own`]), for the peak of a big model's load.
+pub fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: mallopt changes a tunable of the allocator; no other
-        // thread allocates yet.
-        unsafe {
-            nix::libc::mallopt(nix::libc::M_ARENA_MAX, ARENAS);
+    // SAFETY: mallopt changes a tunable of the allocator; no other thread
+    // allocates yet.
+    unsafe {
+        use nix::libc::{mallopt, M_ARENA_MAX, M_MMAP_THRESHOLD, M_TRIM_THRESHOLD};
+        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+            mallopt(M_ARENA_MAX, ARENAS);
         }
+        mallopt(M_MMAP_THRESHOLD, HEAP_BLOCKS_UNDER as i32);
+        mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD as i32);
     }
 }
 
@@ -70,9 +96,8 @@ pub const MMAP_THRESHOLD: usize = 1 << 20;
 /// instead of staying in the heap. The 554 MB swapper's one-shot peak fell
 /// from 1.41x its file to 1.30x (BENCHMARKS.md, "Loading a big model on
 /// tract"). The daemon does not do this: running YuNet with this threshold
-/// took 139-142 ms against 99-103 ms with glibc's own, which raises the
-/// threshold to the largest block freed so far (page faults on every
-/// activation otherwise).
+/// took 139-142 ms against 99-103 ms with glibc's own (page faults on every
+/// activation); it keeps [`tune_allocator`]'s.
 pub fn map_big_blocks_on_their_own() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt changes a tunable under the allocator's own lock.
@@ -106,16 +131,38 @@ mod tests {
         assert_eq!(kept[0], (1023 % 250 + 1) as u8);
     }
 
+    /// The bytes glibc has mapped for blocks on their own (0 elsewhere).
+    fn mapped_bytes() -> usize {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: mallinfo only reads the allocator's own counters.
+        #[allow(deprecated)]
+        return usize::try_from(unsafe { nix::libc::mallinfo() }.hblkhd).unwrap_or(0);
+        #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+        0
+    }
+
     #[test]
-    fn big_blocks_are_mapped_on_their_own() {
-        // Freeing a mapped 8 MiB block raises glibc's own threshold to 8 MiB,
-        // under which a 2 MiB block would come from the heap.
-        drop(vec![1u8; 8 << 20]);
+    fn blocks_come_from_the_heap_after_tuning_and_big_ones_are_mapped_for_a_one_shot_load() {
+        // One test, since both set the process's thresholds. A mapped block
+        // starts its page after glibc's two-word header.
+        let mapped = |b: &[u8]| b.as_ptr() as usize % 4096 == 2 * std::mem::size_of::<usize>();
+        let gnu = cfg!(all(target_os = "linux", target_env = "gnu"));
+        super::tune_allocator();
+        let before = mapped_bytes();
+        let activation = vec![1u8; 8 << 20];
+        if gnu {
+            // Both, so that neither another test's mapping nor a heap block
+            // that happens to sit 16 bytes into a page can mislead.
+            let grew = mapped_bytes() >= before + (8 << 20);
+            assert!(!(mapped(&activation) && grew), "an 8 MiB block mapped after tuning");
+        }
+        drop(activation);
         super::map_big_blocks_on_their_own();
-        // A mapped block starts its page after glibc's two-word header.
-        let block = vec![1u8; 2 * super::MMAP_THRESHOLD];
-        if cfg!(all(target_os = "linux", target_env = "gnu")) {
-            assert_eq!(block.as_ptr() as usize % 4096, 2 * std::mem::size_of::<usize>(), "not mapped on its own");
+        // Bigger than the free 8 MiB, which glibc would hand out again
+        // before it maps anything.
+        let block = vec![1u8; 10 << 20];
+        if gnu {
+            assert!(mapped(&block), "a 10 MiB block not mapped on its own");
         }
     }
 }

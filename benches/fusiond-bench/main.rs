@@ -41,6 +41,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // The daemon's allocator settings, so that the figures are the daemon's.
+    fusiond::procmem::tune_allocator();
     // `cargo bench` appends `--bench` to a harness-less bench's arguments.
     let args = std::env::args().filter(|a| a != "--bench");
     let cli = Cli::parse_from(args);

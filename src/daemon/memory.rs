@@ -10,12 +10,11 @@
 //!
 //! A trim after slow work misses what is freed later: the worker drops the
 //! old models when it next takes a frame, a preload ends on its own thread,
-//! and glibc raises its trim threshold to twice the largest block it has
-//! unmapped (up to 64 MiB), so that a free top of heap stays resident. So
-//! between slow commands the allocator's free memory is also read every
+//! and glibc keeps a free top of heap up to its trim threshold resident
+//! ([`crate::procmem::tune_allocator`]). So between slow commands the allocator's free memory is also read every
 //! [`CHECK_EVERY`], and handed back when it exceeds [`SLACK`].
 //!
-//! Arenas are also capped at two ([`crate::procmem::cap_arenas`]): glibc gives each new thread (every
+//! Arenas are also capped at two ([`crate::procmem::tune_allocator`]): glibc gives each new thread (every
 //! HTTP connection has one) an arena of its own, up to eight per core, and
 //! memory freed in one is never reused by the others. With the trim alone
 //! the soak's settled RSS still crept up 6 % over four floods; with both it
@@ -29,8 +28,10 @@ pub const QUIET: Duration = Duration::from_secs(2);
 /// How often the allocator's free memory is read between slow commands.
 pub const CHECK_EVERY: Duration = Duration::from_secs(2);
 
-/// Free heap the allocator may keep: about one frame's buffers in flight.
-pub const SLACK: usize = 4 << 20;
+/// Free heap the allocator may keep: what glibc keeps on its own for the
+/// next frame's activations ([`crate::procmem::TRIM_THRESHOLD`]); trimming
+/// below it would only make the next frame fault its pages back in.
+pub const SLACK: usize = crate::procmem::TRIM_THRESHOLD;
 
 #[derive(Debug, Default)]
 pub struct Trim {

@@ -95,6 +95,33 @@ fn the_2x2_max_pool_gives_tracts_own_outputs_to_1e_5() {
     }
 }
 
+/// YuNet and SCRFD on a real photo at 640×640: their 1×1 convolutions of up
+/// to 32 input channels run as fusiond's kernel where the CPU has AVX2 and
+/// FMA (tract's own elsewhere), and every output of the heads is tract's own
+/// to 1e-5 of the largest.
+#[test]
+fn the_pointwise_convolutions_give_tracts_own_outputs_to_1e_5() {
+    let input = frame_input();
+    #[cfg(target_arch = "x86_64")]
+    let kernel = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    let kernel = false;
+    for (file, convs) in [
+        (shared("models/face_detection_yunet_2023mar.onnx"), 5),
+        (shared("models/scrfd_500m_bnkps.onnx"), 5),
+        (int8_models().join("face_detection_yunet_2023mar_int8.onnx"), 5),
+    ] {
+        let [(fused, fused_ops), (stock, stock_ops)] = both(&file, &input);
+        let want = if kernel { convs } else { 0 };
+        assert_eq!(count(&fused_ops, "FusiondPointwiseConv"), want, "{}", file.display());
+        assert_eq!(count(&stock_ops, "FusiondPointwiseConv"), 0);
+        let scale = stock.iter().fold(0f32, |m, v| m.max(v.abs()));
+        assert!(scale > 1.0, "{}: real outputs, not zeros: {scale}", file.display());
+        let diff = max_difference(&fused, &stock);
+        assert!(diff <= 1e-5 * scale, "{}: differs from tract's by {diff} (largest output {scale})", file.display());
+    }
+}
+
 /// The INT8 (QDQ) ArcFace and YuNet: every activation quantise-dequantise
 /// pair runs as one fused op, and the outputs are tract's own two ops'.
 #[test]

@@ -4,29 +4,20 @@
 //! `MaxPool2x2` takes the maximum of two input rows first, a pass that
 //! vectorises, then of each pair of columns.
 
-use std::sync::OnceLock;
+use super::StockParser;
 use tract_onnx::model::ParsingContext;
 use tract_onnx::pb::NodeProto;
 use tract_onnx::tract_core::{args_1, as_op, op_as_typed_op, op_out_of_plan};
 use tract_onnx::tract_hir::internal::*;
 
-type Builder = fn(&ParsingContext, &NodeProto) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)>;
-
 /// tract's own MaxPool parser, for every MaxPool this kernel does not fit.
-static STOCK: OnceLock<Builder> = OnceLock::new();
-
-pub fn set_stock(stock: Builder) {
-    let _ = STOCK.set(stock);
-}
+pub static STOCK: StockParser = StockParser::new("MaxPool");
 
 pub fn parse(ctx: &ParsingContext, node: &NodeProto) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)> {
     if fits(node)? {
         return Ok((expand(MaxPool2x2Expansion), vec![]));
     }
-    match STOCK.get() {
-        Some(stock) => stock(ctx, node),
-        None => bail!("MaxPool {}: no parser for this configuration", node.name),
-    }
+    STOCK.parse(ctx, node)
 }
 
 /// Whether the node is a plain 2×2, stride-2 pooling without padding,

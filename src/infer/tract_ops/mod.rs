@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | PRelu | `prelu::ChannelPrelu`, one pass in place | a multiply, a comparison and a select, three passes |
 //! | MaxPool 2×2, stride 2 | `max_pool::MaxPool2x2`, two rows at a time | a generic patch walk per output value |
+//! | Conv 1×1 (pointwise), f32, x86_64 with AVX2 and FMA | `pointwise::PointwiseConv`, straight from NCHW rows | it copies the whole input into panels first |
 //! | QuantizeLinear → DequantizeLinear (INT8 QDQ activations) | `fake_quant::FakeQuant`, one pass in place | two passes through a u8 tensor, a scalar rounding per value |
 //!
 //! The quantise-dequantise pairs are two ONNX nodes, so
@@ -20,21 +21,54 @@
 mod dequant_weights;
 mod fake_quant;
 mod max_pool;
+mod pointwise;
 mod prelu;
 mod qdq_pairs;
 
 pub use fake_quant::{fake_quant_in_place, FakeQuant, Grid};
 pub use max_pool::{max_pool_2x2, MaxPool2x2};
 pub use prelu::{prelu_in_place, ChannelPrelu};
-use tract_onnx::model::OnnxOpRegister;
+use std::sync::OnceLock;
+use tract_onnx::model::{OnnxOpRegister, ParsingContext};
+use tract_onnx::pb::NodeProto;
+use tract_onnx::tract_hir::internal::{bail, InferenceOp, TractResult};
+
+type Parser = fn(&ParsingContext, &NodeProto) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)>;
+
+/// tract's own parser for an ONNX op whose parser fusiond replaces, for the
+/// nodes fusiond's kernel does not fit. Set once, by [`register`].
+pub struct StockParser {
+    op: &'static str,
+    parser: OnceLock<Parser>,
+}
+
+impl StockParser {
+    const fn new(op: &'static str) -> StockParser {
+        StockParser { op, parser: OnceLock::new() }
+    }
+
+    /// Keeps tract's parser for this op from `ops`, before it is replaced.
+    fn take_from(&self, ops: &OnnxOpRegister) {
+        if let Some(stock) = ops.0.get(self.op).copied() {
+            let _ = self.parser.set(stock);
+        }
+    }
+
+    fn parse(&self, ctx: &ParsingContext, node: &NodeProto) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)> {
+        match self.parser.get() {
+            Some(stock) => stock(ctx, node),
+            None => bail!("{} {}: tract has no parser for this op", self.op, node.name),
+        }
+    }
+}
 
 /// Puts fusiond's parsers in `ops`, over tract's own (which they fall back
 /// on).
 pub fn register(ops: &mut OnnxOpRegister) {
-    if let Some(stock) = ops.0.get("MaxPool").copied() {
-        max_pool::set_stock(stock);
-    }
+    max_pool::STOCK.take_from(ops);
     ops.insert("MaxPool", max_pool::parse);
+    pointwise::STOCK.take_from(ops);
+    ops.insert("Conv", pointwise::parse);
     ops.insert("PRelu", prelu::parse);
     ops.insert(qdq_pairs::OP_TYPE, fake_quant::parse);
 }
