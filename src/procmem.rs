@@ -103,6 +103,8 @@ pub fn map_big_blocks_on_their_own() {
     // SAFETY: mallopt changes a tunable under the allocator's own lock.
     unsafe {
         nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD as i32);
+        // glibc's own default, which [`tune_allocator`] raised.
+        nix::libc::mallopt(nix::libc::M_TRIM_THRESHOLD, 128 << 10);
     }
 }
 
