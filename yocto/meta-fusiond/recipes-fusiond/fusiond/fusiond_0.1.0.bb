@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 5d434bd6c787f3658416ae54d815096a7def694eb9187f5a6e0d725b9524a5f5
-SRCREV = "4f41cf1f58bcfa8f349dd9ef47c3f352ce7b65b1"
+# fusiond-inputs: 21e89c4d71efb43e2d598cb7841242556ad728ae2a556f2b95f921050ef18bb3
+SRCREV = "a75d437de1e1d02a2d2d461604dd8b39762a4d75"
 
 S = "${WORKDIR}/git"
 
