@@ -22,6 +22,7 @@ mod dequant_weights;
 mod fake_quant;
 mod max_pool;
 mod pointwise;
+mod pointwise_kernel;
 mod prelu;
 mod qdq_pairs;
 

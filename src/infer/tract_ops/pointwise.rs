@@ -2,14 +2,14 @@
 //! input channels (YuNet's and SCRFD's 16 to 32 channels at 320×320 and
 //! 160×160). tract runs each as a matrix product whose input it first
 //! copies into packed panels, a pass as long as the product itself there;
-//! see [`MAX_CI`] for where tract's own is the faster. `PointwiseConv` reads the NCHW rows where they lie: a tile of 4
-//! output channels × 24 pixels is 12 AVX2 registers, fed per input channel
-//! by three pixel loads and four broadcast weights.
+//! see [`MAX_CI`] for where tract's own is the faster. `PointwiseConv`
+//! reads the NCHW rows where they lie (`pointwise_kernel`).
 //!
 //! It is used only on x86_64 with AVX2 and FMA (checked when a model is
 //! loaded); elsewhere, the ARM boards among them, tract's own convolution
 //! runs, since a kernel without those units would not beat tract's assembly.
 
+use super::pointwise_kernel::{kernel_available, pointwise, TILE_CO};
 use super::StockParser;
 use std::sync::Arc;
 use tract_linalg::multithread::{current_tract_executor, Executor};
@@ -24,15 +24,12 @@ use tract_onnx::tract_hir::ops::nn::DataFormat;
 /// tract's own Conv parser: every convolution starts there.
 pub static STOCK: StockParser = StockParser::new("Conv");
 
-/// Output channels per tile, one broadcast weight each.
-pub const TILE_CO: usize = 4;
-/// Pixels per tile: three AVX2 vectors.
-const TILE_PX: usize = 24;
 /// The most input channels this kernel takes. Up to 32, tract spends as
-/// long packing the input as multiplying it, and this kernel takes 0.46–0.72×
-/// tract's time (YuNet's 16 → 16 channels at 320×320: 2.1 against 4.7 ms);
-/// from 40 up tract's tuned product is as fast or faster (288 → 288 at
-/// 20×20: 1.58 against 1.55 ms), and it also fuses the ReLU that follows.
+/// long packing the input as multiplying it: on YuNet's five such nodes
+/// this kernel takes 0.50–0.98× tract's time (`fusiond profile`, per node;
+/// 16 → 16 channels at 320×320: 2.53 against 5.09 ms). From 40 up tract's
+/// tuned product was as fast or faster in a scratch benchmark (288 → 288
+/// at 20×20: 1.58 against 1.55 ms), and it also fuses the ReLU after it.
 pub const MAX_CI: usize = 32;
 
 pub fn parse(ctx: &ParsingContext, node: &NodeProto) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)> {
@@ -46,16 +43,6 @@ pub fn parse(ctx: &ParsingContext, node: &NodeProto) -> TractResult<(Box<dyn Inf
     }
 }
 
-/// Whether this CPU has the units the kernel is written for.
-fn kernel_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}
-
 /// Whether the node's attributes allow a 1×1 kernel that moves nothing: no
 /// stride, dilation, padding, groups or quantisation, NCHW. The kernel's
 /// shape itself is checked when it is wired ([`PointwiseConv::for_facts`]).
@@ -66,10 +53,16 @@ fn may_be_pointwise(conv: &Conv) -> bool {
         PaddingSpec::Valid | PaddingSpec::SameUpper | PaddingSpec::SameLower => true,
         PaddingSpec::Explicit(b, a) | PaddingSpec::ExplicitOnnxPool(b, a, _) => b.iter().chain(a).all(|p| *p == 0),
     };
-    let quantised = [conv.x_scale_input, conv.x_zero_point_input, conv.k_scale_input, conv.k_zero_point_input]
-        .iter()
-        .chain(&[conv.y_scale_input, conv.y_zero_point_input])
-        .any(Option::is_some)
+    let quantised = [
+        conv.x_scale_input,
+        conv.x_zero_point_input,
+        conv.k_scale_input,
+        conv.k_zero_point_input,
+        conv.y_scale_input,
+        conv.y_zero_point_input,
+    ]
+    .iter()
+    .any(Option::is_some)
         || conv.override_output_datum_type.is_some();
     conv.data_format == DataFormat::NCHW
         && conv.kernel_fmt == KernelFormat::OIHW
@@ -193,114 +186,6 @@ impl PointwiseConv {
                 let (w, b) = group(g);
                 pointwise(x, hw, self.ci, w, b, rows)
             }),
-        }
-    }
-}
-
-/// Output `rows` (whole rows of `hw` values, of consecutive tiles from a
-/// tile's first channel) from `x` (`ci` rows of `hw` values) with the
-/// tiles' packed `weights` and `bias` (see [`PointwiseConv`]).
-pub fn pointwise(x: &[f32], hw: usize, ci: usize, weights: &[f32], bias: &[f32], rows: &mut [f32]) {
-    if hw == 0 || rows.is_empty() {
-        return;
-    }
-    let tiles = (rows.len() / hw).div_ceil(TILE_CO);
-    assert!(
-        x.len() >= ci * hw
-            && rows.len() % hw == 0
-            && weights.len() >= tiles * ci * TILE_CO
-            && bias.len() >= tiles * TILE_CO,
-        "pointwise: inputs do not fit the output rows"
-    );
-    let mut done = 0;
-    #[cfg(target_arch = "x86_64")]
-    if kernel_available() {
-        // SAFETY: the CPU has AVX2 and FMA; the slices' lengths are checked above.
-        done = unsafe { blocks_avx2(x, hw, ci, weights, bias, rows) };
-    }
-    for (t, tile) in rows.chunks_mut(TILE_CO * hw).enumerate() {
-        let w = &weights[t * ci * TILE_CO..(t + 1) * ci * TILE_CO];
-        for (j, row) in tile.chunks_exact_mut(hw).enumerate() {
-            for (p, out) in row.iter_mut().enumerate().skip(done) {
-                let column = x[p..].iter().step_by(hw).take(ci);
-                *out = column.zip(w.iter().skip(j).step_by(TILE_CO)).fold(bias[t * TILE_CO + j], |a, (x, w)| a + w * x);
-            }
-        }
-    }
-}
-
-/// Blocks of [`TILE_PX`] pixels copied together into one contiguous
-/// scratch buffer: `ci` × 24 × 8 values, 24 KiB for 32 input channels.
-const BLOCKS_PER_COPY: usize = 8;
-
-/// The whole blocks of [`TILE_PX`] pixels of [`pointwise`]; returns how
-/// many pixels of each row it wrote. Each run of [`BLOCKS_PER_COPY`] blocks
-/// is first copied out of its `ci` strided input rows into one contiguous
-/// buffer, which every tile then reads in order from the L1 cache (a third
-/// faster than reading the rows in place, measured on 16 to 288 channels).
-///
-/// # Safety
-/// The CPU has AVX2 and FMA, and the slices are as [`pointwise`] checks.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn blocks_avx2(x: &[f32], hw: usize, ci: usize, weights: &[f32], bias: &[f32], rows: &mut [f32]) -> usize {
-    let blocks = hw / TILE_PX;
-    let mut scratch = vec![0f32; ci * TILE_PX * BLOCKS_PER_COPY];
-    for first in (0..blocks).step_by(BLOCKS_PER_COPY) {
-        let count = BLOCKS_PER_COPY.min(blocks - first);
-        for (q, block) in scratch.chunks_exact_mut(ci * TILE_PX).take(count).enumerate() {
-            let p = (first + q) * TILE_PX;
-            for (k, line) in block.chunks_exact_mut(TILE_PX).enumerate() {
-                line.copy_from_slice(&x[k * hw + p..][..TILE_PX]);
-            }
-        }
-        tiles_avx2(&scratch[..count * ci * TILE_PX], hw, ci, weights, bias, rows, first * TILE_PX);
-    }
-    blocks * TILE_PX
-}
-
-/// Every output tile for the copied blocks in `scratch` (each `ci` lines of
-/// [`TILE_PX`] values), the first at pixel `p0` of each row.
-///
-/// # Safety
-/// The CPU has AVX2 and FMA; `weights` and `bias` hold every tile of
-/// `rows`, and `rows` holds the blocks' pixels.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn tiles_avx2(
-    scratch: &[f32],
-    hw: usize,
-    ci: usize,
-    weights: &[f32],
-    bias: &[f32],
-    rows: &mut [f32],
-    p0: usize,
-) {
-    use std::arch::x86_64::*;
-    let out_rows = rows.len() / hw;
-    for (t, w) in weights.chunks_exact(ci * TILE_CO).take(out_rows.div_ceil(TILE_CO)).enumerate() {
-        for (q, block) in scratch.chunks_exact(ci * TILE_PX).enumerate() {
-            let mut acc = [[_mm256_setzero_ps(); 3]; TILE_CO];
-            for (j, lane) in acc.iter_mut().enumerate() {
-                *lane = [_mm256_set1_ps(bias[t * TILE_CO + j]); 3];
-            }
-            for k in 0..ci {
-                let src = block.as_ptr().add(k * TILE_PX);
-                let v = [_mm256_loadu_ps(src), _mm256_loadu_ps(src.add(8)), _mm256_loadu_ps(src.add(16))];
-                for (j, lane) in acc.iter_mut().enumerate() {
-                    let wj = _mm256_set1_ps(*w.get_unchecked(k * TILE_CO + j));
-                    for (a, v) in lane.iter_mut().zip(&v) {
-                        *a = _mm256_fmadd_ps(wj, *v, *a);
-                    }
-                }
-            }
-            let p = p0 + q * TILE_PX;
-            for (j, lane) in acc.iter().enumerate().take(out_rows - t * TILE_CO) {
-                let dst = rows.as_mut_ptr().add((t * TILE_CO + j) * hw + p);
-                for (i, a) in lane.iter().enumerate() {
-                    _mm256_storeu_ps(dst.add(8 * i), *a);
-                }
-            }
         }
     }
 }
