@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 21e89c4d71efb43e2d598cb7841242556ad728ae2a556f2b95f921050ef18bb3
-SRCREV = "a75d437de1e1d02a2d2d461604dd8b39762a4d75"
+# fusiond-inputs: b0314e67e38e590dca28350140f60d84a55cecb04a1cfbdf7c73fcabd4993269
+SRCREV = "03c3c0a5496885ed58080a441f21fe6169f59c13"
 
 S = "${WORKDIR}/git"
 
