@@ -8,6 +8,7 @@
 /// Output channels per tile, one broadcast weight each.
 pub const TILE_CO: usize = 4;
 /// Pixels per tile: three AVX2 vectors.
+#[cfg(target_arch = "x86_64")]
 const TILE_PX: usize = 24;
 
 /// Whether this CPU has the units the kernel is written for.
@@ -36,12 +37,15 @@ pub fn pointwise(x: &[f32], hw: usize, ci: usize, weights: &[f32], bias: &[f32],
             && bias.len() >= tiles * TILE_CO,
         "pointwise: inputs do not fit the output rows"
     );
-    let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if kernel_available() {
+    let done = if kernel_available() {
         // SAFETY: the CPU has AVX2 and FMA; the slices' lengths are checked above.
-        done = unsafe { blocks_avx2(x, hw, ci, weights, bias, rows) };
-    }
+        unsafe { blocks_avx2(x, hw, ci, weights, bias, rows) }
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = 0;
     for (t, tile) in rows.chunks_mut(TILE_CO * hw).enumerate() {
         let w = &weights[t * ci * TILE_CO..(t + 1) * ci * TILE_CO];
         for (j, row) in tile.chunks_exact_mut(hw).enumerate() {
@@ -55,6 +59,7 @@ pub fn pointwise(x: &[f32], hw: usize, ci: usize, weights: &[f32], bias: &[f32],
 
 /// Blocks of [`TILE_PX`] pixels copied together into one contiguous
 /// scratch buffer: `ci` × 24 × 8 values, 24 KiB for 32 input channels.
+#[cfg(target_arch = "x86_64")]
 const BLOCKS_PER_COPY: usize = 8;
 
 /// The whole blocks of [`TILE_PX`] pixels of [`pointwise`]; returns how
