@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: b0314e67e38e590dca28350140f60d84a55cecb04a1cfbdf7c73fcabd4993269
-SRCREV = "03c3c0a5496885ed58080a441f21fe6169f59c13"
+# fusiond-inputs: 0f303753099891afd69842b30d398146ca0a202fe0d6ddd64a30071c4b13d4c7
+SRCREV = "b753c18d4d125c622468789e9b1b3fc9ffd9a879"
 
 S = "${WORKDIR}/git"
 
