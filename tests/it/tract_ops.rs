@@ -106,15 +106,20 @@ fn the_pointwise_convolutions_give_tracts_own_outputs_to_1e_5() {
     let kernel = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
     #[cfg(not(target_arch = "x86_64"))]
     let kernel = false;
-    for (file, convs) in [
-        (shared("models/face_detection_yunet_2023mar.onnx"), 5),
-        (shared("models/scrfd_500m_bnkps.onnx"), 5),
-        (int8_models().join("face_detection_yunet_2023mar_int8.onnx"), 5),
+    // Pointwise nodes in all, and those that took in the depthwise
+    // convolution (and ReLU) after them.
+    for (file, convs, with_depthwise) in [
+        (shared("models/face_detection_yunet_2023mar.onnx"), 5, 5),
+        (shared("models/scrfd_500m_bnkps.onnx"), 5, 0),
+        (int8_models().join("face_detection_yunet_2023mar_int8.onnx"), 5, 5),
     ] {
         let [(fused, fused_ops), (stock, stock_ops)] = both(&file, &input);
-        let want = if kernel { convs } else { 0 };
-        assert_eq!(count(&fused_ops, "FusiondPointwiseConv"), want, "{}", file.display());
-        assert_eq!(count(&stock_ops, "FusiondPointwiseConv"), 0);
+        let (want, want_dw) = if kernel { (convs, with_depthwise) } else { (0, 0) };
+        let pointwise = fused_ops.iter().filter(|o| o.starts_with("FusiondPointwise")).count();
+        let depthwise =
+            fused_ops.iter().filter(|o| o.starts_with("FusiondPointwise") && o.contains("+Depthwise")).count();
+        assert_eq!((pointwise, depthwise), (want, want_dw), "{}", file.display());
+        assert!(stock_ops.iter().all(|o| !o.starts_with("Fusiond")));
         let scale = stock.iter().fold(0f32, |m, v| m.max(v.abs()));
         assert!(scale > 1.0, "{}: real outputs, not zeros: {scale}", file.display());
         let diff = max_difference(&fused, &stock);

@@ -18,12 +18,14 @@
 //! constant weights to f32 there (`dequant_weights`), since tract would
 //! analyse its way to the same constants several times slower.
 
+mod depthwise_kernel;
 mod dequant_weights;
 mod fake_quant;
 mod max_pool;
 mod pointwise;
 mod pointwise_kernel;
 mod prelu;
+mod pw_dw;
 mod qdq_pairs;
 
 pub use fake_quant::{fake_quant_in_place, FakeQuant, Grid};

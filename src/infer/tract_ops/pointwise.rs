@@ -9,8 +9,9 @@
 //! loaded); elsewhere, the ARM boards among them, tract's own convolution
 //! runs, since a kernel without those units would not beat tract's assembly.
 
-use super::pointwise_kernel::{kernel_available, pointwise, TILE_CO};
+use super::pointwise_kernel::{kernel_available, pointwise, Run, Tiles, TILE_CO};
 use super::StockParser;
+use std::ops::Range;
 use std::sync::Arc;
 use tract_linalg::multithread::{current_tract_executor, Executor};
 use tract_onnx::model::ParsingContext;
@@ -160,32 +161,45 @@ impl PointwiseConv {
         PointwiseConv { ci, co, weights: Arc::new(packed), bias: Arc::new(lanes) }
     }
 
-    /// One batch item: `x` is `ci` rows of `hw` values, `y` `co` rows.
+    /// The packed weights of output channels `channels`, which start at a
+    /// tile's first.
+    pub fn tiles(&self, channels: Range<usize>) -> Tiles<'_> {
+        let (t0, t1) = (channels.start / TILE_CO, channels.end.div_ceil(TILE_CO));
+        Tiles {
+            weights: &self.weights[t0 * self.ci * TILE_CO..t1 * self.ci * TILE_CO],
+            bias: &self.bias[t0 * TILE_CO..t1 * TILE_CO],
+            ci: self.ci,
+            co: channels.len(),
+        }
+    }
+
+    /// Input and output channels.
+    pub fn channels(&self) -> (usize, usize) {
+        (self.ci, self.co)
+    }
+
+    /// One batch item: `x` is `ci` planes of `hw` values, `y` `co` planes.
     /// With a thread pool set, the tiles are shared among its threads.
     pub fn run(&self, x: &[f32], y: &mut [f32], hw: usize) {
-        let tiles = self.co.div_ceil(TILE_CO);
         let threads = match current_tract_executor() {
             Executor::MultiThread(pool) => Some(pool),
             _ => None,
         };
-        let per_thread = tiles.div_ceil(threads.as_ref().map_or(1, |p| p.current_num_threads().max(1)));
-        let group = |g: usize| {
-            let tiles = g * per_thread..((g + 1) * per_thread).min(tiles);
-            let w = &self.weights[tiles.start * self.ci * TILE_CO..tiles.end * self.ci * TILE_CO];
-            (w, &self.bias[tiles.start * TILE_CO..tiles.end * TILE_CO])
+        let count = threads.as_ref().map_or(1, |p| p.current_num_threads().max(1));
+        let per_thread = self.co.div_ceil(TILE_CO).div_ceil(count) * TILE_CO;
+        let job = |g: usize, planes: &mut [f32]| {
+            let first = g * per_thread;
+            let tiles = self.tiles(first..first + planes.len() / hw);
+            pointwise(Run { data: x, stride: hw, n: hw }, tiles, Run { data: planes, stride: hw, n: hw });
         };
-        let chunks = y.chunks_mut(per_thread * TILE_CO * hw).enumerate();
+        let chunks = y.chunks_mut(per_thread * hw).enumerate();
         match threads {
-            Some(pool) if per_thread < tiles => pool.scope(|s| {
-                for (g, rows) in chunks {
-                    let (w, b) = group(g);
-                    s.spawn(move |_| pointwise(x, hw, self.ci, w, b, rows));
+            Some(pool) if per_thread < self.co => pool.scope(|s| {
+                for (g, planes) in chunks {
+                    s.spawn(move |_| job(g, planes));
                 }
             }),
-            _ => chunks.for_each(|(g, rows)| {
-                let (w, b) = group(g);
-                pointwise(x, hw, self.ci, w, b, rows)
-            }),
+            _ => chunks.for_each(|(g, planes)| job(g, planes)),
         }
     }
 }
@@ -234,6 +248,12 @@ impl TypedOp for PointwiseConv {
         Ok(tvec!(f32::fact([s[0].clone(), self.co.to_dim(), s[2].clone(), s[3].clone()])))
     }
 
+    /// Takes in the 3×3 depthwise convolution (and ReLU) that reads only
+    /// this node ([`super::pw_dw`]).
+    fn declutter(&self, model: &TypedModel, node: &TypedNode) -> TractResult<Option<TypedModelPatch>> {
+        super::pw_dw::fuse(model, node, self)
+    }
+
     as_op!();
 }
 
@@ -261,14 +281,17 @@ mod tests {
     #[test]
     fn every_output_is_its_bias_plus_the_weighted_input_channels() {
         // Channel counts off the tile (6 = 4 + 2, 1), pixel counts off the
-        // block (24·2 + 5, 7: the tails run through the scalar loop) and
-        // past one copied run of blocks (24·9 + 5).
-        for (ci, co, hw) in [(3, 6, 53), (16, 16, 48), (5, 1, 7), (40, 9, 100), (8, 5, 221)] {
+        // block (24·2 + 5, 7: the tails run through the scalar loop; 24·2
+        // + 8 + 3 and 24 + 16, through the 8-pixel tiles too) and past one
+        // copied run of blocks (24·9 + 5).
+        let cases = [(3, 6, 53), (16, 16, 48), (5, 1, 7), (40, 9, 100), (8, 5, 221), (7, 5, 59), (16, 8, 40)];
+        for (ci, co, hw) in cases {
             let (x, w, b) = (values(ci * hw, 1), values(co * ci, 2), values(co, 3));
             let op = PointwiseConv::new(&w, &b, co, ci);
             let mut y = vec![f32::NAN; co * hw];
             op.run(&x, &mut y, hw);
             let want = reference(&x, &w, &b, hw, ci, co);
+            assert!(y.iter().all(|v| v.is_finite()), "ci {ci} co {co} hw {hw}: an output left unwritten");
             let worst = y.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
             assert!(worst < 1e-5, "ci {ci} co {co} hw {hw}: off by {worst}");
         }

@@ -1,9 +1,9 @@
 //! The kernel of [`super::pointwise::PointwiseConv`]: a 1×1 convolution of
-//! NCHW rows in tiles of [`TILE_CO`] output channels × [`TILE_PX`] pixels,
-//! with AVX2 and FMA where the CPU has them and a scalar loop for the
-//! pixels past the last whole block (and everywhere else, for the tests).
-//! A tile is 12 AVX2 registers, fed per input channel by three pixel loads
-//! and four broadcast weights.
+//! NCHW rows in tiles of [`TILE_CO`] output channels × 24 pixels, with AVX2
+//! and FMA where the CPU has them, tiles of 8 pixels for what is left of a
+//! run, and a scalar loop for the last few pixels (and everywhere, for the
+//! tests, where the CPU lacks those units). A tile is 12 AVX2 registers,
+//! fed per input channel by three pixel loads and four broadcast weights.
 
 /// Output channels per tile, one broadcast weight each.
 pub const TILE_CO: usize = 4;
@@ -21,38 +21,58 @@ pub fn kernel_available() -> bool {
     false
 }
 
-/// Output `rows` (whole rows of `hw` values, of consecutive tiles from a
-/// tile's first channel) from `x` (`ci` rows of `hw` values) with the
-/// tiles' packed `weights` and `bias` (see
-/// [`super::pointwise::PointwiseConv`]).
-pub fn pointwise(x: &[f32], hw: usize, ci: usize, weights: &[f32], bias: &[f32], rows: &mut [f32]) {
-    if hw == 0 || rows.is_empty() {
+/// Packed weights of some output channels: tile `t`, input channel `k`,
+/// lane `j` at `(t * ci + k) * TILE_CO + j` (lanes past `co` are zero), and
+/// the biases in the same lanes.
+#[derive(Clone, Copy, Debug)]
+pub struct Tiles<'a> {
+    pub weights: &'a [f32],
+    pub bias: &'a [f32],
+    pub ci: usize,
+    pub co: usize,
+}
+
+/// A run of `n` pixels of some channels, their planes `stride` values apart
+/// in `data` (which starts at the run's first pixel).
+pub struct Run<T> {
+    pub data: T,
+    pub stride: usize,
+    pub n: usize,
+}
+
+/// The output run `y` (`tiles.co` channels) of the input run `x`
+/// (`tiles.ci` channels, as many pixels).
+pub fn pointwise(x: Run<&[f32]>, tiles: Tiles, mut y: Run<&mut [f32]>) {
+    let (n, ci, co) = (x.n, tiles.ci, tiles.co);
+    if n == 0 || co == 0 {
         return;
     }
-    let tiles = (rows.len() / hw).div_ceil(TILE_CO);
+    let padded = co.div_ceil(TILE_CO) * TILE_CO;
     assert!(
-        x.len() >= ci * hw
-            && rows.len() % hw == 0
-            && weights.len() >= tiles * ci * TILE_CO
-            && bias.len() >= tiles * TILE_CO,
-        "pointwise: inputs do not fit the output rows"
+        y.n == n
+            && ci > 0
+            && x.data.len() >= (ci - 1) * x.stride + n
+            && y.data.len() >= (co - 1) * y.stride + n
+            && tiles.weights.len() >= padded * ci
+            && tiles.bias.len() >= padded,
+        "pointwise: inputs do not fit the output run"
     );
     #[cfg(target_arch = "x86_64")]
     let done = if kernel_available() {
         // SAFETY: the CPU has AVX2 and FMA; the slices' lengths are checked above.
-        unsafe { blocks_avx2(x, hw, ci, weights, bias, rows) }
+        unsafe { runs_avx2(&x, tiles, &mut y) }
     } else {
         0
     };
     #[cfg(not(target_arch = "x86_64"))]
     let done = 0;
-    for (t, tile) in rows.chunks_mut(TILE_CO * hw).enumerate() {
-        let w = &weights[t * ci * TILE_CO..(t + 1) * ci * TILE_CO];
-        for (j, row) in tile.chunks_exact_mut(hw).enumerate() {
-            for (p, out) in row.iter_mut().enumerate().skip(done) {
-                let column = x[p..].iter().step_by(hw).take(ci);
-                *out = column.zip(w.iter().skip(j).step_by(TILE_CO)).fold(bias[t * TILE_CO + j], |a, (x, w)| a + w * x);
-            }
+    for o in 0..co {
+        let (t, j) = (o / TILE_CO, o % TILE_CO);
+        let w = &tiles.weights[t * ci * TILE_CO..(t + 1) * ci * TILE_CO];
+        for p in done..n {
+            let column = x.data[p..].iter().step_by(x.stride).take(ci);
+            let sum = column.zip(w.iter().skip(j).step_by(TILE_CO)).fold(tiles.bias[o], |a, (x, w)| a + w * x);
+            y.data[o * y.stride + p] = sum;
         }
     }
 }
@@ -62,60 +82,62 @@ pub fn pointwise(x: &[f32], hw: usize, ci: usize, weights: &[f32], bias: &[f32],
 #[cfg(target_arch = "x86_64")]
 const BLOCKS_PER_COPY: usize = 8;
 
-/// The whole blocks of [`TILE_PX`] pixels of [`pointwise`]; returns how
-/// many pixels of each row it wrote. Each run of [`BLOCKS_PER_COPY`] blocks
-/// is first copied out of its `ci` strided input rows into one contiguous
-/// buffer, which every tile then reads in order from the L1 cache (a third
-/// faster than reading the rows in place, measured on 16 to 288 channels).
+/// The pixels of [`pointwise`] that fill whole vectors; returns how many of
+/// each run it wrote. Each run of [`BLOCKS_PER_COPY`] blocks of
+/// [`TILE_PX`] is first copied out of its `ci` strided input planes into
+/// one contiguous buffer, which every tile then reads in order from the L1
+/// cache (a third faster than reading the planes in place, measured on 16
+/// to 288 channels). What is left past the blocks is done 8 pixels at a
+/// time, read in place.
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA, and the slices are as [`pointwise`] checks.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn blocks_avx2(x: &[f32], hw: usize, ci: usize, weights: &[f32], bias: &[f32], rows: &mut [f32]) -> usize {
-    let blocks = hw / TILE_PX;
+unsafe fn runs_avx2(x: &Run<&[f32]>, tiles: Tiles, y: &mut Run<&mut [f32]>) -> usize {
+    let (n, ci) = (x.n, tiles.ci);
+    let blocks = n / TILE_PX;
     let mut scratch = vec![0f32; ci * TILE_PX * BLOCKS_PER_COPY];
     for first in (0..blocks).step_by(BLOCKS_PER_COPY) {
         let count = BLOCKS_PER_COPY.min(blocks - first);
         for (q, block) in scratch.chunks_exact_mut(ci * TILE_PX).take(count).enumerate() {
             let p = (first + q) * TILE_PX;
             for (k, line) in block.chunks_exact_mut(TILE_PX).enumerate() {
-                line.copy_from_slice(&x[k * hw + p..][..TILE_PX]);
+                line.copy_from_slice(&x.data[k * x.stride + p..][..TILE_PX]);
             }
         }
-        tiles_avx2(&scratch[..count * ci * TILE_PX], hw, ci, weights, bias, rows, first * TILE_PX);
+        let copied = Run { data: &scratch[..count * ci * TILE_PX], stride: TILE_PX, n: count * TILE_PX };
+        tiles_avx2::<3>(&copied, TILE_PX * ci, tiles, y, first * TILE_PX);
     }
-    blocks * TILE_PX
+    let tail = (n - blocks * TILE_PX) / 8 * 8;
+    let rest = Run { data: &x.data[blocks * TILE_PX..], stride: x.stride, n: tail };
+    tiles_avx2::<1>(&rest, 8, tiles, y, blocks * TILE_PX);
+    blocks * TILE_PX + tail
 }
 
-/// Every output tile for the copied blocks in `scratch` (each `ci` lines of
-/// [`TILE_PX`] values), the first at pixel `p0` of each row.
+/// Every output tile of `V` vectors of pixels for the input pixels of `x`
+/// (blocks of `8 × V` pixels, `block` values apart, each holding `ci`
+/// lines `x.stride` apart), the first written at pixel `p0` of `y`.
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA; `weights` and `bias` hold every tile of
-/// `rows`, and `rows` holds the blocks' pixels.
+/// The CPU has AVX2 and FMA; `tiles` holds every tile of `y`, `x` holds
+/// `x.n / (8 × V)` whole blocks, and `y` holds their pixels from `p0`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tiles_avx2(
-    scratch: &[f32],
-    hw: usize,
-    ci: usize,
-    weights: &[f32],
-    bias: &[f32],
-    rows: &mut [f32],
-    p0: usize,
-) {
+unsafe fn tiles_avx2<const V: usize>(x: &Run<&[f32]>, block: usize, tiles: Tiles, y: &mut Run<&mut [f32]>, p0: usize) {
     use std::arch::x86_64::*;
-    let out_rows = rows.len() / hw;
-    for (t, w) in weights.chunks_exact(ci * TILE_CO).take(out_rows.div_ceil(TILE_CO)).enumerate() {
-        for (q, block) in scratch.chunks_exact(ci * TILE_PX).enumerate() {
-            let mut acc = [[_mm256_setzero_ps(); 3]; TILE_CO];
+    let (ci, co) = (tiles.ci, tiles.co);
+    let out = y.data.as_mut_ptr();
+    for (t, w) in tiles.weights.chunks_exact(ci * TILE_CO).take(co.div_ceil(TILE_CO)).enumerate() {
+        for q in 0..x.n / (8 * V) {
+            let mut acc = [[_mm256_setzero_ps(); V]; TILE_CO];
             for (j, lane) in acc.iter_mut().enumerate() {
-                *lane = [_mm256_set1_ps(bias[t * TILE_CO + j]); 3];
+                *lane = [_mm256_set1_ps(tiles.bias[t * TILE_CO + j]); V];
             }
+            let src = x.data.as_ptr().add(q * block);
             for k in 0..ci {
-                let src = block.as_ptr().add(k * TILE_PX);
-                let v = [_mm256_loadu_ps(src), _mm256_loadu_ps(src.add(8)), _mm256_loadu_ps(src.add(16))];
+                let line = src.add(k * x.stride);
+                let v: [__m256; V] = std::array::from_fn(|i| _mm256_loadu_ps(line.add(8 * i)));
                 for (j, lane) in acc.iter_mut().enumerate() {
                     let wj = _mm256_set1_ps(*w.get_unchecked(k * TILE_CO + j));
                     for (a, v) in lane.iter_mut().zip(&v) {
@@ -123,9 +145,9 @@ unsafe fn tiles_avx2(
                     }
                 }
             }
-            let p = p0 + q * TILE_PX;
-            for (j, lane) in acc.iter().enumerate().take(out_rows - t * TILE_CO) {
-                let dst = rows.as_mut_ptr().add((t * TILE_CO + j) * hw + p);
+            let p = p0 + q * 8 * V;
+            for (j, lane) in acc.iter().enumerate().take(co - t * TILE_CO) {
+                let dst = out.add((t * TILE_CO + j) * y.stride + p);
                 for (i, a) in lane.iter().enumerate() {
                     _mm256_storeu_ps(dst.add(8 * i), *a);
                 }

@@ -1,0 +1,168 @@
+//! A 3×3 depthwise convolution of one plane, some rows at a time, padded
+//! with zeros by one pixel on every side, stride 1, with its bias and an
+//! optional ReLU: the second half of [`super::pw_dw::PointwiseDepthwise`].
+//! With AVX2 (checked at run time, with FMA, as the pointwise half needs)
+//! it computes four output rows 8 pixels at a time; the edge pixels, and
+//! every pixel elsewhere, go through a scalar loop. Both add the products
+//! in tract's order, so that the outputs are tract's own bit for bit.
+
+/// The output rows `out` from the input rows `rows`: the row above the
+/// first output row, those at each output row, and the row below the last
+/// (a row of zeros past the plane's edge), each at least as long as the
+/// output rows, with the kernel `k` (row by row) and `bias`; negative
+/// values become 0 where `relu` is set.
+pub fn depthwise_rows(rows: &[&[f32]], k: &[f32; 9], bias: f32, relu: bool, out: &mut [&mut [f32]]) {
+    assert_eq!(rows.len(), out.len() + 2, "depthwise: one input row more on each side than output rows");
+    let Some(w) = out.first().map(|o| o.len()) else { return };
+    let rows: Vec<&[f32]> = rows.iter().map(|r| &r[..w]).collect();
+    for (i, group) in out.chunks_mut(ROWS).enumerate() {
+        let inputs = &rows[ROWS * i..ROWS * i + group.len() + 2];
+        #[cfg(target_arch = "x86_64")]
+        let inner = if super::pointwise_kernel::kernel_available() && w >= 10 {
+            // SAFETY: the CPU has AVX2, checked just above; every row holds
+            // `w` values and `inputs` two more rows than `group`.
+            unsafe {
+                match group.len() {
+                    4 => rows_avx2::<4>(inputs, k, bias, relu, group),
+                    3 => rows_avx2::<3>(inputs, k, bias, relu, group),
+                    2 => rows_avx2::<2>(inputs, k, bias, relu, group),
+                    _ => rows_avx2::<1>(inputs, k, bias, relu, group),
+                }
+            }
+        } else {
+            1..1
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let inner = 1..1;
+        for (r, out) in group.iter_mut().enumerate() {
+            for x in (0..inner.start).chain(inner.end..w) {
+                out[x] = pixel(&inputs[r..r + 3], k, bias, relu, x);
+            }
+        }
+    }
+}
+
+/// Output rows computed together.
+const ROWS: usize = 4;
+
+/// Output pixel `x` from its three input rows, in [`rows_avx2`]'s order.
+fn pixel(rows: &[&[f32]], k: &[f32; 9], bias: f32, relu: bool, x: usize) -> f32 {
+    let mut sum = bias;
+    for (dy, row) in rows.iter().enumerate() {
+        for dx in 0..3 {
+            // Input column x + dx - 1, zero outside the plane.
+            if (1..=row.len()).contains(&(x + dx)) {
+                sum += k[3 * dy + dx] * row[x + dx - 1];
+            }
+        }
+    }
+    if relu {
+        sum.max(0.0)
+    } else {
+        sum
+    }
+}
+
+/// `R` (at most [`ROWS`]) output rows, every pixel but the first and
+/// last, in vectors of 8; returns the range it wrote. Each output row's
+/// sums form one chain of dependent adds; `R` of them side by side keep
+/// the adder busy.
+///
+/// Each output is its bias plus each tap's product, added in the kernel's
+/// row-major order with a rounding after every multiply and add, as tract's
+/// own depthwise convolution does on x86_64: the same bits, which an INT8
+/// graph's rounding after the block needs to give tract's own outputs. On
+/// AVX2 a multiply and an add issue as fast as one FMA.
+///
+/// # Safety
+/// The CPU has AVX2; `rows` holds `R + 2` rows and `out` `R` rows, all as
+/// long, at least 10 values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn rows_avx2<const R: usize>(
+    rows: &[&[f32]],
+    k: &[f32; 9],
+    bias: f32,
+    relu: bool,
+    out: &mut [&mut [f32]],
+) -> std::ops::Range<usize> {
+    use std::arch::x86_64::*;
+    let w = out[0].len();
+    let t: [__m256; 9] = std::array::from_fn(|i| _mm256_set1_ps(k[i]));
+    let mut inputs = [std::ptr::null::<f32>(); ROWS + 2];
+    for (p, row) in inputs.iter_mut().zip(rows).take(R + 2) {
+        *p = row.as_ptr();
+    }
+    let mut outputs = [std::ptr::null_mut::<f32>(); ROWS];
+    for (p, row) in outputs.iter_mut().zip(out.iter_mut()).take(R) {
+        *p = row.as_mut_ptr();
+    }
+    let zero = _mm256_setzero_ps();
+    // Columns x - 1 to x + 8 must lie inside the row: the last vector
+    // starts at w - 9, over pixels the one before may have written.
+    let starts = (1..w - 9).step_by(8).chain(std::iter::once(w - 9));
+    for x in starts {
+        let mut y = [_mm256_set1_ps(bias); R];
+        for dy in 0..3 {
+            for dx in 0..3 {
+                let tap = t[3 * dy + dx];
+                for (r, y) in y.iter_mut().enumerate() {
+                    let v = _mm256_loadu_ps(inputs[r + dy].add(x - 1 + dx));
+                    *y = _mm256_add_ps(*y, _mm256_mul_ps(v, tap));
+                }
+            }
+        }
+        for (r, y) in y.iter().enumerate() {
+            let y = if relu { _mm256_max_ps(*y, zero) } else { *y };
+            _mm256_storeu_ps(outputs[r].add(x), y);
+        }
+    }
+    1..w - 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_output_is_the_bias_plus_its_zero_padded_3x3_neighbourhood() {
+        // 27 columns: vectors at 1, 9, 17 and 18, the scalar loop at 0 and
+        // 26; 7 rows: four together, then three.
+        const W: usize = 27;
+        let plane: Vec<f32> = (0..7 * W).map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0).collect();
+        let k = [0.5, -1.0, 0.25, 2.0, 1.0, -0.5, -0.75, 0.125, 1.5];
+        let at = |y: isize, x: isize| {
+            let inside = (0..7).contains(&y) && (0..W as isize).contains(&x);
+            if inside {
+                plane[y as usize * W + x as usize]
+            } else {
+                0.0
+            }
+        };
+        let zeros = [0f32; W];
+        let mut rows = vec![&zeros[..]];
+        rows.extend(plane.chunks_exact(W));
+        rows.push(&zeros[..]);
+        for relu in [false, true] {
+            let mut out = vec![f32::NAN; 7 * W];
+            let mut dst: Vec<&mut [f32]> = out.chunks_exact_mut(W).collect();
+            depthwise_rows(&rows, &k, 0.3, relu, &mut dst);
+            for (i, got) in out.iter().enumerate() {
+                let (y, x) = ((i / W) as isize, (i % W) as isize);
+                let taps = k.iter().enumerate().map(|(t, kv)| kv * at(y + t as isize / 3 - 1, x + t as isize % 3 - 1));
+                let want = 0.3 + taps.sum::<f32>();
+                let want = if relu { want.max(0.0) } else { want };
+                assert!((got - want).abs() < 1e-5, "row {y} col {x} relu {relu}: {got} for {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_one_pixel_wide_plane_uses_only_the_centre_column() {
+        let (a, b, c) = ([1.0f32], [2.0f32], [3.0f32]);
+        let k = [9.0, 1.0, 9.0, 9.0, 10.0, 9.0, 9.0, 100.0, 9.0];
+        let mut out = [0f32];
+        depthwise_rows(&[&a, &b, &c], &k, 0.5, false, &mut [&mut out[..]]);
+        assert_eq!(out[0], 0.5 + 1.0 + 20.0 + 300.0);
+    }
+}
