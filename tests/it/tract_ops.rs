@@ -106,19 +106,21 @@ fn the_pointwise_convolutions_give_tracts_own_outputs_to_1e_5() {
     let kernel = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
     #[cfg(not(target_arch = "x86_64"))]
     let kernel = false;
-    // Pointwise nodes in all, and those that took in the depthwise
-    // convolution (and ReLU) after them.
-    for (file, convs, with_depthwise) in [
-        (shared("models/face_detection_yunet_2023mar.onnx"), 5, 5),
-        (shared("models/scrfd_500m_bnkps.onnx"), 5, 0),
-        (int8_models().join("face_detection_yunet_2023mar_int8.onnx"), 5, 5),
+    // Pointwise nodes in all, those that took in the depthwise convolution
+    // (and ReLU) after them, and the small-patch convolutions (the first
+    // layer; in YuNet also its six 1-channel 3×3 heads).
+    for (file, convs, with_depthwise, patches) in [
+        (shared("models/face_detection_yunet_2023mar.onnx"), 5, 5, 7),
+        (shared("models/scrfd_500m_bnkps.onnx"), 5, 0, 1),
+        (int8_models().join("face_detection_yunet_2023mar_int8.onnx"), 5, 5, 7),
     ] {
         let [(fused, fused_ops), (stock, stock_ops)] = both(&file, &input);
-        let (want, want_dw) = if kernel { (convs, with_depthwise) } else { (0, 0) };
+        let want = if kernel { (convs, with_depthwise, patches) } else { (0, 0, 0) };
         let pointwise = fused_ops.iter().filter(|o| o.starts_with("FusiondPointwise")).count();
         let depthwise =
             fused_ops.iter().filter(|o| o.starts_with("FusiondPointwise") && o.contains("+Depthwise")).count();
-        assert_eq!((pointwise, depthwise), (want, want_dw), "{}", file.display());
+        let patch = fused_ops.iter().filter(|o| o.starts_with("FusiondPatchConv")).count();
+        assert_eq!((pointwise, depthwise, patch), want, "{}", file.display());
         assert!(stock_ops.iter().all(|o| !o.starts_with("Fusiond")));
         let scale = stock.iter().fold(0f32, |m, v| m.max(v.abs()));
         assert!(scale > 1.0, "{}: real outputs, not zeros: {scale}", file.display());

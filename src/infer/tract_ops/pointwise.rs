@@ -9,6 +9,7 @@
 //! loaded); elsewhere, the ARM boards among them, tract's own convolution
 //! runs, since a kernel without those units would not beat tract's assembly.
 
+use super::patch_conv::PatchConv;
 use super::pointwise_kernel::{kernel_available, pointwise, Run, Tiles, TILE_CO};
 use super::StockParser;
 use std::ops::Range;
@@ -37,23 +38,16 @@ pub fn parse(ctx: &ParsingContext, node: &NodeProto) -> TractResult<(Box<dyn Inf
     let (op, extra) = STOCK.parse(ctx, node)?;
     let conv = op.as_op().downcast_ref::<Box<dyn Expansion>>().and_then(|e| e.as_any().downcast_ref::<Conv>());
     match conv {
-        Some(conv) if kernel_available() && may_be_pointwise(conv) => {
-            Ok((expand(PointwiseExpansion(conv.clone())), extra))
-        }
+        Some(conv) if kernel_available() && plain(conv) => Ok((expand(PointwiseExpansion(conv.clone())), extra)),
         _ => Ok((op, extra)),
     }
 }
 
-/// Whether the node's attributes allow a 1×1 kernel that moves nothing: no
-/// stride, dilation, padding, groups or quantisation, NCHW. The kernel's
-/// shape itself is checked when it is wired ([`PointwiseConv::for_facts`]).
-fn may_be_pointwise(conv: &Conv) -> bool {
-    let ones = |v: &Option<TVec<usize>>| v.as_ref().is_none_or(|v| v.iter().all(|d| *d == 1));
-    let no_padding = match &conv.padding {
-        // With a 1×1 kernel and stride 1, "same" pads nothing either.
-        PaddingSpec::Valid | PaddingSpec::SameUpper | PaddingSpec::SameLower => true,
-        PaddingSpec::Explicit(b, a) | PaddingSpec::ExplicitOnnxPool(b, a, _) => b.iter().chain(a).all(|p| *p == 0),
-    };
+/// Whether the node's attributes allow one of fusiond's convolutions: NCHW
+/// and OIHW, no groups, dilation or quantisation, the bias (if any) as the
+/// third input. The kernel's shape is checked when it is wired
+/// ([`PointwiseConv::for_facts`], [`PatchConv::for_facts`]).
+fn plain(conv: &Conv) -> bool {
     let quantised = [
         conv.x_scale_input,
         conv.x_zero_point_input,
@@ -70,11 +64,23 @@ fn may_be_pointwise(conv: &Conv) -> bool {
         && conv.group.unwrap_or(1) == 1
         && conv.k_input.unwrap_or(1) == 1
         && conv.bias_input.is_none_or(|b| b == 2)
-        && conv.kernel_shape.as_ref().is_none_or(|k| k.iter().all(|d| *d == 1))
-        && ones(&conv.strides)
         && ones(&conv.dilations)
-        && no_padding
         && !quantised
+}
+
+fn ones(v: &Option<TVec<usize>>) -> bool {
+    v.as_ref().is_none_or(|v| v.iter().all(|d| *d == 1))
+}
+
+/// Whether a [`plain`] convolution's attributes allow a 1×1 kernel that
+/// moves nothing: no stride or padding.
+fn may_be_pointwise(conv: &Conv) -> bool {
+    let no_padding = match &conv.padding {
+        // With a 1×1 kernel and stride 1, "same" pads nothing either.
+        PaddingSpec::Valid | PaddingSpec::SameUpper | PaddingSpec::SameLower => true,
+        PaddingSpec::Explicit(b, a) | PaddingSpec::ExplicitOnnxPool(b, a, _) => b.iter().chain(a).all(|p| *p == 0),
+    };
+    conv.kernel_shape.as_ref().is_none_or(|k| k.iter().all(|d| *d == 1)) && ones(&conv.strides) && no_padding
 }
 
 /// The ONNX Conv as tract parses it; wired as [`PointwiseConv`] where the
@@ -98,11 +104,27 @@ impl Expansion for PointwiseExpansion {
 
     fn wire(&self, name: &str, model: &mut TypedModel, inputs: &[OutletId]) -> TractResult<TVec<OutletId>> {
         let bias = inputs.get(2).map(|b| model.outlet_fact(*b)).transpose()?;
-        match PointwiseConv::for_facts(model.outlet_fact(inputs[0])?, model.outlet_fact(inputs[1])?, bias) {
+        let (x, w) = (model.outlet_fact(inputs[0])?, model.outlet_fact(inputs[1])?);
+        let pointwise = may_be_pointwise(&self.0).then(|| PointwiseConv::for_facts(x, w, bias)).flatten();
+        if let Some(op) = pointwise {
+            return model.wire_node(name, op, &inputs[..1]);
+        }
+        match PatchConv::for_facts(&self.0, x, w, bias) {
             Some(op) => model.wire_node(name, op, &inputs[..1]),
             None => self.0.wire(name, model, inputs),
         }
     }
+}
+
+/// The `co` biases of a convolution: its constant f32 bias input, or zeros
+/// without one; `None` for any other.
+pub fn const_bias(bias: Option<&TypedFact>, co: usize) -> Option<Vec<f32>> {
+    let Some(b) = bias else { return Some(vec![0f32; co]) };
+    let b = b.konst.as_ref()?;
+    if b.datum_type() != f32::datum_type() || b.len() != co || b.rank() > 1 {
+        return None;
+    }
+    Some(b.try_as_plain_ram().ok()?.as_slice::<f32>().ok()?.to_vec())
 }
 
 /// A 1×1 convolution of an NCHW f32 tensor with constant weights and bias.
@@ -132,16 +154,7 @@ impl PointwiseConv {
         if x.datum_type != f32_dt || w.datum_type() != f32_dt || !channels_match || !fits {
             return None;
         }
-        let bias = match bias {
-            None => vec![0f32; co],
-            Some(b) => {
-                let b = b.konst.as_ref()?;
-                if b.datum_type() != f32_dt || b.len() != co || b.rank() > 1 {
-                    return None;
-                }
-                b.try_as_plain_ram().ok()?.as_slice::<f32>().ok()?.to_vec()
-            }
-        };
+        let bias = const_bias(bias, co)?;
         let w = w.try_as_plain_ram().ok()?;
         Some(PointwiseConv::new(w.as_slice::<f32>().ok()?, &bias, co, ci))
     }

@@ -124,7 +124,7 @@ fn depthwise_weights(
 
 /// Whether `node` is `max(x, 0)` of the output of node `from`, as tract
 /// wires an ONNX Relu, without broadcasting `x` to a bigger shape.
-fn is_relu(model: &TypedModel, node: &TypedNode, from: usize) -> bool {
+pub fn is_relu(model: &TypedModel, node: &TypedNode, from: usize) -> bool {
     let Some(bin) = node.op_as::<TypedBinOp>() else { return false };
     let [a, b] = node.inputs[..] else { return false };
     let other = if a.node == from { b } else { a };
