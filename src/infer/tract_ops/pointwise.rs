@@ -203,7 +203,8 @@ impl PointwiseConv {
         let job = |g: usize, planes: &mut [f32]| {
             let first = g * per_thread;
             let tiles = self.tiles(first..first + planes.len() / hw);
-            pointwise(Run { data: x, stride: hw, n: hw }, tiles, Run { data: planes, stride: hw, n: hw });
+            let mut rows: Vec<&mut [f32]> = planes.chunks_exact_mut(hw).collect();
+            pointwise(Run { data: x, stride: hw, n: hw }, tiles, &mut rows);
         };
         let chunks = y.chunks_mut(per_thread * hw).enumerate();
         match threads {

@@ -34,25 +34,25 @@ pub struct Tiles<'a> {
 
 /// A run of `n` pixels of some channels, their planes `stride` values apart
 /// in `data` (which starts at the run's first pixel).
-pub struct Run<T> {
-    pub data: T,
+pub struct Run<'a> {
+    pub data: &'a [f32],
     pub stride: usize,
     pub n: usize,
 }
 
-/// The output run `y` (`tiles.co` channels) of the input run `x`
-/// (`tiles.ci` channels, as many pixels).
-pub fn pointwise(x: Run<&[f32]>, tiles: Tiles, mut y: Run<&mut [f32]>) {
+/// The output `y` (a run of as many pixels for each of `tiles.co`
+/// channels) of the input run `x` (`tiles.ci` channels).
+pub fn pointwise(x: Run, tiles: Tiles, y: &mut [&mut [f32]]) {
     let (n, ci, co) = (x.n, tiles.ci, tiles.co);
     if n == 0 || co == 0 {
         return;
     }
     let padded = co.div_ceil(TILE_CO) * TILE_CO;
     assert!(
-        y.n == n
+        y.len() == co
+            && y.iter().all(|row| row.len() >= n)
             && ci > 0
             && x.data.len() >= (ci - 1) * x.stride + n
-            && y.data.len() >= (co - 1) * y.stride + n
             && tiles.weights.len() >= padded * ci
             && tiles.bias.len() >= padded,
         "pointwise: inputs do not fit the output run"
@@ -60,19 +60,18 @@ pub fn pointwise(x: Run<&[f32]>, tiles: Tiles, mut y: Run<&mut [f32]>) {
     #[cfg(target_arch = "x86_64")]
     let done = if kernel_available() {
         // SAFETY: the CPU has AVX2 and FMA; the slices' lengths are checked above.
-        unsafe { runs_avx2(&x, tiles, &mut y) }
+        unsafe { runs_avx2(&x, tiles, y) }
     } else {
         0
     };
     #[cfg(not(target_arch = "x86_64"))]
     let done = 0;
-    for o in 0..co {
+    for (o, row) in y.iter_mut().enumerate() {
         let (t, j) = (o / TILE_CO, o % TILE_CO);
         let w = &tiles.weights[t * ci * TILE_CO..(t + 1) * ci * TILE_CO];
-        for p in done..n {
+        for (p, out) in row[..n].iter_mut().enumerate().skip(done) {
             let column = x.data[p..].iter().step_by(x.stride).take(ci);
-            let sum = column.zip(w.iter().skip(j).step_by(TILE_CO)).fold(tiles.bias[o], |a, (x, w)| a + w * x);
-            y.data[o * y.stride + p] = sum;
+            *out = column.zip(w.iter().skip(j).step_by(TILE_CO)).fold(tiles.bias[o], |a, (x, w)| a + w * x);
         }
     }
 }
@@ -94,7 +93,7 @@ const BLOCKS_PER_COPY: usize = 8;
 /// The CPU has AVX2 and FMA, and the slices are as [`pointwise`] checks.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn runs_avx2(x: &Run<&[f32]>, tiles: Tiles, y: &mut Run<&mut [f32]>) -> usize {
+unsafe fn runs_avx2(x: &Run, tiles: Tiles, y: &mut [&mut [f32]]) -> usize {
     let (n, ci) = (x.n, tiles.ci);
     let blocks = n / TILE_PX;
     let mut scratch = vec![0f32; ci * TILE_PX * BLOCKS_PER_COPY];
@@ -117,17 +116,18 @@ unsafe fn runs_avx2(x: &Run<&[f32]>, tiles: Tiles, y: &mut Run<&mut [f32]>) -> u
 
 /// Every output tile of `V` vectors of pixels for the input pixels of `x`
 /// (blocks of `8 × V` pixels, `block` values apart, each holding `ci`
-/// lines `x.stride` apart), the first written at pixel `p0` of `y`.
+/// lines `x.stride` apart), the first written at pixel `p0` of each row of
+/// `y`.
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA; `tiles` holds every tile of `y`, `x` holds
-/// `x.n / (8 × V)` whole blocks, and `y` holds their pixels from `p0`.
+/// `x.n / (8 × V)` whole blocks, and each row of `y` holds their pixels
+/// from `p0`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tiles_avx2<const V: usize>(x: &Run<&[f32]>, block: usize, tiles: Tiles, y: &mut Run<&mut [f32]>, p0: usize) {
+unsafe fn tiles_avx2<const V: usize>(x: &Run, block: usize, tiles: Tiles, y: &mut [&mut [f32]], p0: usize) {
     use std::arch::x86_64::*;
     let (ci, co) = (tiles.ci, tiles.co);
-    let out = y.data.as_mut_ptr();
     for (t, w) in tiles.weights.chunks_exact(ci * TILE_CO).take(co.div_ceil(TILE_CO)).enumerate() {
         for q in 0..x.n / (8 * V) {
             let mut acc = [[_mm256_setzero_ps(); V]; TILE_CO];
@@ -147,7 +147,7 @@ unsafe fn tiles_avx2<const V: usize>(x: &Run<&[f32]>, block: usize, tiles: Tiles
             }
             let p = p0 + q * 8 * V;
             for (j, lane) in acc.iter().enumerate().take(co - t * TILE_CO) {
-                let dst = out.add((t * TILE_CO + j) * y.stride + p);
+                let dst = y.get_unchecked_mut(t * TILE_CO + j).as_mut_ptr().add(p);
                 for (i, a) in lane.iter().enumerate() {
                     _mm256_storeu_ps(dst.add(8 * i), *a);
                 }

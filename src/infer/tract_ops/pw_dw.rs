@@ -210,10 +210,11 @@ impl PointwiseDepthwise {
             let first = next.max(lo);
             let n = (hi - first) * w;
             let x_run = Run { data: &x[first * w..], stride: h * w, n };
-            pointwise(x_run, self.pw.tiles(0..co), Run { data: &mut mid[(first - lo) * w..], stride, n });
+            let mut rows: Vec<&mut [f32]> =
+                mid.chunks_exact_mut(stride).map(|plane| &mut plane[(first - lo) * w..][..n]).collect();
+            pointwise(x_run, self.pw.tiles(0..co), &mut rows);
             if let Some(grid) = self.mid_grid {
-                mid.chunks_exact_mut(stride)
-                    .for_each(|plane| fake_quant_in_place(&mut plane[(first - lo) * w..][..n], grid));
+                rows.iter_mut().for_each(|row| fake_quant_in_place(row, grid));
             }
             (next, held) = (hi, lo);
             for (c, (plane, out)) in mid.chunks_exact(stride).zip(out.iter_mut()).enumerate() {
