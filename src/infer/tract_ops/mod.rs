@@ -34,7 +34,9 @@ mod qdq_pairs;
 pub use fake_quant::{fake_quant_in_place, FakeQuant, Grid};
 pub use max_pool::{max_pool_2x2, MaxPool2x2};
 pub use prelu::{prelu_in_place, ChannelPrelu};
+use std::ops::Range;
 use std::sync::OnceLock;
+use tract_linalg::multithread::{current_tract_executor, Executor};
 use tract_onnx::model::{OnnxOpRegister, ParsingContext};
 use tract_onnx::pb::NodeProto;
 use tract_onnx::tract_hir::internal::{bail, InferenceOp, TractResult};
@@ -108,4 +110,50 @@ fn element_count(dims: &[i64]) -> Option<i64> {
 fn remove_nodes(graph: &mut tract_onnx::pb::GraphProto, dropped: &[bool]) {
     let nodes = std::mem::take(&mut graph.node);
     graph.node = nodes.into_iter().zip(dropped).filter(|(_, d)| !**d).map(|(n, _)| n).collect();
+}
+
+/// Runs `job` on shares of the output rows of `y`, planes of `rows` ×
+/// `width` values: each call gets a range of rows and, for every plane, the
+/// slice that holds them. With tract's thread pool set, the shares run on
+/// its threads, one share a thread.
+fn share_rows<F>(y: &mut [f32], (rows, width): (usize, usize), job: F)
+where
+    F: Fn(Range<usize>, Vec<&mut [f32]>) + Sync,
+{
+    if rows * width == 0 {
+        return;
+    }
+    let threads = match current_tract_executor() {
+        Executor::MultiThread(pool) => Some(pool),
+        _ => None,
+    };
+    let count = threads.as_ref().map_or(1, |p| p.current_num_threads().clamp(1, rows));
+    let per_share = rows.div_ceil(count);
+    let ranges: Vec<Range<usize>> = (0..rows).step_by(per_share).map(|a| a..(a + per_share).min(rows)).collect();
+    let mut shares: Vec<Vec<&mut [f32]>> = ranges.iter().map(|_| Vec::new()).collect();
+    for plane in y.chunks_exact_mut(rows * width) {
+        let mut rest = plane;
+        for (range, share) in ranges.iter().zip(&mut shares) {
+            let (head, tail) = rest.split_at_mut(range.len() * width);
+            share.push(head);
+            rest = tail;
+        }
+    }
+    let (jobs, job) = (ranges.into_iter().zip(shares), &job);
+    match threads {
+        Some(pool) if jobs.len() > 1 => pool.scope(|s| {
+            for (range, share) in jobs {
+                s.spawn(move |_| job(range, share));
+            }
+        }),
+        _ => jobs.for_each(|(range, share)| job(range, share)),
+    }
+}
+
+/// Test values in [-1, 1], a different run of them for each seed.
+#[cfg(test)]
+fn test_values(n: usize, seed: u32) -> Vec<f32> {
+    (0..n as u32)
+        .map(|i| ((i.wrapping_mul(2654435761).wrapping_add(seed) >> 16) % 2001) as f32 / 1000.0 - 1.0)
+        .collect()
 }

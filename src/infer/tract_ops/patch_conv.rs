@@ -12,8 +12,8 @@ use super::fake_quant::{fake_quant_in_place, FakeQuant, Grid};
 use super::pointwise::{PointwiseConv, MAX_CI};
 use super::pointwise_kernel::{pointwise, Run};
 use super::pw_dw::is_relu;
+use super::share_rows;
 use std::ops::Range;
-use tract_linalg::multithread::{current_tract_executor, Executor};
 use tract_onnx::tract_core::{args_1, as_op, op_as_typed_op, op_out_of_plan};
 use tract_onnx::tract_hir::internal::*;
 use tract_onnx::tract_hir::ops::cnn::{Conv, PaddingSpec};
@@ -83,32 +83,7 @@ impl PatchConv {
     /// One batch item: `x` is `ci` input planes, `y` `co` output planes.
     /// Output rows are shared among tract's threads.
     pub fn run(&self, x: &[f32], y: &mut [f32]) {
-        let (oh, ow) = self.geometry.output;
-        let threads = match current_tract_executor() {
-            Executor::MultiThread(pool) => Some(pool),
-            _ => None,
-        };
-        let count = threads.as_ref().map_or(1, |p| p.current_num_threads().max(1));
-        let per_thread = oh.div_ceil(count.min(oh).max(1)).max(1);
-        let ranges: Vec<Range<usize>> = (0..oh).step_by(per_thread).map(|a| a..(a + per_thread).min(oh)).collect();
-        let mut shares: Vec<Vec<&mut [f32]>> = ranges.iter().map(|_| Vec::new()).collect();
-        for plane in y.chunks_exact_mut(oh * ow) {
-            let mut rest = plane;
-            for (range, share) in ranges.iter().zip(&mut shares) {
-                let (head, tail) = rest.split_at_mut(range.len() * ow);
-                share.push(head);
-                rest = tail;
-            }
-        }
-        let jobs = ranges.into_iter().zip(shares);
-        match threads {
-            Some(pool) if jobs.len() > 1 => pool.scope(|s| {
-                for (range, share) in jobs {
-                    s.spawn(move |_| self.rows(x, range, share));
-                }
-            }),
-            _ => jobs.for_each(|(range, share)| self.rows(x, range, share)),
-        }
+        share_rows(y, self.geometry.output, |range, share| self.rows(x, range, share));
     }
 
     /// Output rows `range` of every plane into `out` (one slice a plane,
@@ -278,14 +253,9 @@ impl TypedOp for PatchConv {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_values as values;
     use super::*;
-    use tract_linalg::multithread::multithread_tract_scope;
-
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        (0..n as u32)
-            .map(|i| ((i.wrapping_mul(2654435761).wrapping_add(seed) >> 16) % 2001) as f32 / 1000.0 - 1.0)
-            .collect()
-    }
+    use tract_linalg::multithread::{multithread_tract_scope, Executor};
 
     /// The convolution as plain loops over every output and tap, in f64.
     fn reference(x: &[f32], w: &[f32], b: &[f32], g: Geometry, co: usize, relu: bool) -> Vec<f32> {

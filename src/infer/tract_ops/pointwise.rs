@@ -273,6 +273,7 @@ impl TypedOp for PointwiseConv {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_values as values;
     use super::*;
 
     /// The convolution as a plain triple loop.
@@ -284,12 +285,6 @@ mod tests {
             }
         }
         y
-    }
-
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        (0..n as u32)
-            .map(|i| ((i.wrapping_mul(2654435761).wrapping_add(seed) >> 16) % 2001) as f32 / 1000.0 - 1.0)
-            .collect()
     }
 
     #[test]

@@ -14,9 +14,9 @@ use super::depthwise_kernel::depthwise_rows;
 use super::fake_quant::{fake_quant_in_place, FakeQuant, Grid};
 use super::pointwise::PointwiseConv;
 use super::pointwise_kernel::{pointwise, Run};
+use super::share_rows;
 use std::ops::Range;
 use std::sync::Arc;
-use tract_linalg::multithread::{current_tract_executor, Executor};
 use tract_onnx::tract_core::ops::binary::TypedBinOp;
 use tract_onnx::tract_core::ops::cnn::{Conv, KernelFormat, PaddingSpec};
 use tract_onnx::tract_core::ops::math::Max;
@@ -157,33 +157,9 @@ impl Eq for PointwiseDepthwise {}
 
 impl PointwiseDepthwise {
     /// One batch item: `x` is `ci` planes of `h`×`w`, `y` `co` planes.
+    /// Output rows are shared among tract's threads.
     pub fn run(&self, x: &[f32], y: &mut [f32], h: usize, w: usize) {
-        let threads = match current_tract_executor() {
-            Executor::MultiThread(pool) => Some(pool),
-            _ => None,
-        };
-        let count = threads.as_ref().map_or(1, |p| p.current_num_threads().max(1));
-        let per_thread = h.div_ceil(count.min(h).max(1)).max(1);
-        let ranges: Vec<Range<usize>> = (0..h).step_by(per_thread).map(|a| a..(a + per_thread).min(h)).collect();
-        // Each thread's rows of every output plane.
-        let mut shares: Vec<Vec<&mut [f32]>> = ranges.iter().map(|_| Vec::new()).collect();
-        for plane in y.chunks_exact_mut(h * w) {
-            let mut rest = plane;
-            for (range, share) in ranges.iter().zip(&mut shares) {
-                let (head, tail) = rest.split_at_mut(range.len() * w);
-                share.push(head);
-                rest = tail;
-            }
-        }
-        let jobs = ranges.into_iter().zip(shares);
-        match threads {
-            Some(pool) if jobs.len() > 1 => pool.scope(|s| {
-                for (range, share) in jobs {
-                    s.spawn(move |_| self.rows(x, (h, w), range, share));
-                }
-            }),
-            _ => jobs.for_each(|(range, share)| self.rows(x, (h, w), range, share)),
-        }
+        share_rows(y, (h, w), |range, share| self.rows(x, (h, w), range, share));
     }
 
     /// Output rows `range` of every plane into `out` (one slice a plane,
@@ -288,14 +264,9 @@ impl TypedOp for PointwiseDepthwise {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_values as values;
     use super::*;
-    use tract_linalg::multithread::multithread_tract_scope;
-
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        (0..n as u32)
-            .map(|i| ((i.wrapping_mul(2654435761).wrapping_add(seed) >> 16) % 2001) as f32 / 1000.0 - 1.0)
-            .collect()
-    }
+    use tract_linalg::multithread::{multithread_tract_scope, Executor};
 
     /// The three steps one after the other, in f64, as plain loops.
     fn reference(x: &[f32], op: &PointwiseDepthwise, pw: (&[f32], &[f32]), h: usize, w: usize) -> Vec<f32> {
