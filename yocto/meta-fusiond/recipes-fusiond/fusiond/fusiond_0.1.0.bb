@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 0f303753099891afd69842b30d398146ca0a202fe0d6ddd64a30071c4b13d4c7
-SRCREV = "b753c18d4d125c622468789e9b1b3fc9ffd9a879"
+# fusiond-inputs: ab5528a8ab67b6219555392767b4cb398907317e562d4da1e875a5e33076a3e5
+SRCREV = "4c8c9a81fd90507bec9c4e06d80095ddcd32b794"
 
 S = "${WORKDIR}/git"
 
