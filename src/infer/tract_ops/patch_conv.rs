@@ -147,15 +147,18 @@ impl PatchConv {
 /// `dst[i] = src[i × stride]` for every `i` of `dst`, which `src` covers;
 /// with AVX2 (checked at run time), stride 2 takes 8 values from each 16.
 fn gather(dst: &mut [f32], src: &[f32], stride: usize) {
-    let mut done = 0;
     if stride == 1 {
         return dst.copy_from_slice(&src[..dst.len()]);
     }
     #[cfg(target_arch = "x86_64")]
-    if stride == 2 && std::arch::is_x86_feature_detected!("avx2") {
+    let done = if stride == 2 && std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2, checked just above.
-        done = unsafe { evens_avx2(dst, src) };
-    }
+        unsafe { evens_avx2(dst, src) }
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = 0;
     for (d, s) in dst[done..].iter_mut().zip(src[done * stride..].iter().step_by(stride)) {
         *d = *s;
     }
