@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: ab5528a8ab67b6219555392767b4cb398907317e562d4da1e875a5e33076a3e5
-SRCREV = "4c8c9a81fd90507bec9c4e06d80095ddcd32b794"
+# fusiond-inputs: efd7daaab3646bf813262156601131eb511c883a76db62f654fc712179be6b7a
+SRCREV = "f04c203ecd085f2db28bae3941cb600e5b66c5ec"
 
 S = "${WORKDIR}/git"
 
