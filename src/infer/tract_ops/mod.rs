@@ -39,7 +39,7 @@ use std::sync::OnceLock;
 use tract_linalg::multithread::{current_tract_executor, Executor};
 use tract_onnx::model::{OnnxOpRegister, ParsingContext};
 use tract_onnx::pb::NodeProto;
-use tract_onnx::tract_hir::internal::{bail, InferenceOp, TractResult};
+use tract_onnx::tract_hir::internal::*;
 
 type Parser = fn(&ParsingContext, &NodeProto) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)>;
 
@@ -97,6 +97,17 @@ pub struct Prepared {
 pub fn prepare(proto: &mut tract_onnx::pb::ModelProto) -> Prepared {
     let Some(graph) = proto.graph.as_mut() else { return Prepared::default() };
     Prepared { folded: dequant_weights::fold(graph), fused_pairs: qdq_pairs::fuse_pairs(graph) }
+}
+
+/// The `co` biases of a convolution: its constant f32 bias input, or zeros
+/// without one; `None` for any other.
+fn const_bias(bias: Option<&TypedFact>, co: usize) -> Option<Vec<f32>> {
+    let Some(b) = bias else { return Some(vec![0f32; co]) };
+    let b = b.konst.as_ref()?;
+    if b.datum_type() != f32::datum_type() || b.len() != co || b.rank() > 1 {
+        return None;
+    }
+    Some(b.try_as_plain_ram().ok()?.as_slice::<f32>().ok()?.to_vec())
 }
 
 /// How many values a tensor of `dims` holds; `None` for a negative

@@ -9,8 +9,7 @@
 //! bias, by FMA), so the outputs are those of tract's vectorised loop.
 
 use super::fake_quant::{fake_quant_in_place, FakeQuant, Grid};
-use super::pointwise::{PointwiseConv, MAX_CI};
-use super::pointwise_kernel::{pointwise, Run};
+use super::pointwise_kernel::{pointwise, Packed, Run, MAX_CI};
 use super::pw_dw::is_relu;
 use super::share_rows;
 use std::ops::Range;
@@ -38,7 +37,7 @@ struct Geometry {
 pub struct PatchConv {
     geometry: Geometry,
     /// The weights as a 1×1 convolution of the patch rows, in OIHW order.
-    pw: PointwiseConv,
+    pw: Packed,
     relu: bool,
     /// The grid of the quantise-dequantise pair after it, in an INT8 graph.
     out_grid: Option<Grid>,
@@ -74,9 +73,9 @@ impl PatchConv {
         }
         let output = ((padded_h - kh) / sy + 1, (padded_w - kw) / sx + 1);
         let geometry = Geometry { ci, input: (h, wd), output, kernel: (kh, kw), stride: (sy, sx), before: (bt, bl) };
-        let bias = super::pointwise::const_bias(bias, co)?;
+        let bias = super::const_bias(bias, co)?;
         let weights = konst.try_as_plain_ram().ok()?;
-        let pw = PointwiseConv::new(weights.as_slice::<f32>().ok()?, &bias, co, ci * kh * kw);
+        let pw = Packed::new(weights.as_slice::<f32>().ok()?, &bias, co, ci * kh * kw);
         Some(PatchConv { geometry, pw, relu: false, out_grid: None })
     }
 
@@ -307,7 +306,7 @@ mod tests {
             let g = Geometry { ci, input: (h, wd), output, kernel: (kh, kw), stride: (sy, sx), before: (bt, bl) };
             let (w, b, x) = (values(co * ci * kh * kw, 1), values(co, 2), values(ci * h * wd, 3));
             for relu in [false, true] {
-                let pw = PointwiseConv::new(&w, &b, co, ci * kh * kw);
+                let pw = Packed::new(&w, &b, co, ci * kh * kw);
                 let op = PatchConv { geometry: g, pw, relu, out_grid: None };
                 let want = reference(&x, &w, &b, g, co, relu);
                 for threads in [1, 3] {

@@ -10,10 +10,8 @@
 //! runs, since a kernel without those units would not beat tract's assembly.
 
 use super::patch_conv::PatchConv;
-use super::pointwise_kernel::{kernel_available, pointwise, Run, Tiles, TILE_CO};
+use super::pointwise_kernel::{kernel_available, pointwise, Packed, Run, MAX_CI, TILE_CO};
 use super::StockParser;
-use std::ops::Range;
-use std::sync::Arc;
 use tract_linalg::multithread::{current_tract_executor, Executor};
 use tract_onnx::model::ParsingContext;
 use tract_onnx::pb::NodeProto;
@@ -25,14 +23,6 @@ use tract_onnx::tract_hir::ops::nn::DataFormat;
 
 /// tract's own Conv parser: every convolution starts there.
 pub static STOCK: StockParser = StockParser::new("Conv");
-
-/// The most input channels this kernel takes. Up to 32, tract spends as
-/// long packing the input as multiplying it: on YuNet's five such nodes
-/// this kernel takes 0.50–0.98× tract's time (`fusiond profile`, per node;
-/// 16 → 16 channels at 320×320: 2.53 against 5.09 ms). From 40 up tract's
-/// tuned product was as fast or faster in a scratch benchmark (288 → 288
-/// at 20×20: 1.58 against 1.55 ms), and it also fuses the ReLU after it.
-pub const MAX_CI: usize = 32;
 
 pub fn parse(ctx: &ParsingContext, node: &NodeProto) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)> {
     let (op, extra) = STOCK.parse(ctx, node)?;
@@ -116,31 +106,9 @@ impl Expansion for PointwiseExpansion {
     }
 }
 
-/// The `co` biases of a convolution: its constant f32 bias input, or zeros
-/// without one; `None` for any other.
-pub fn const_bias(bias: Option<&TypedFact>, co: usize) -> Option<Vec<f32>> {
-    let Some(b) = bias else { return Some(vec![0f32; co]) };
-    let b = b.konst.as_ref()?;
-    if b.datum_type() != f32::datum_type() || b.len() != co || b.rank() > 1 {
-        return None;
-    }
-    Some(b.try_as_plain_ram().ok()?.as_slice::<f32>().ok()?.to_vec())
-}
-
 /// A 1×1 convolution of an NCHW f32 tensor with constant weights and bias.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PointwiseConv {
-    ci: usize,
-    co: usize,
-    /// The weights in tiles of [`TILE_CO`] output channels: tile `t`, input
-    /// channel `k`, lane `j` at `(t * ci + k) * TILE_CO + j`; lanes past
-    /// `co` are zero.
-    weights: Arc<Vec<f32>>,
-    /// The biases, in the same lanes.
-    bias: Arc<Vec<f32>>,
-}
-
-impl Eq for PointwiseConv {}
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PointwiseConv(Packed);
 
 impl PointwiseConv {
     /// The op for these input facts (weights `co`×`ci`×1×1, bias `co` or
@@ -154,41 +122,9 @@ impl PointwiseConv {
         if x.datum_type != f32_dt || w.datum_type() != f32_dt || !channels_match || !fits {
             return None;
         }
-        let bias = const_bias(bias, co)?;
+        let bias = super::const_bias(bias, co)?;
         let w = w.try_as_plain_ram().ok()?;
-        Some(PointwiseConv::new(w.as_slice::<f32>().ok()?, &bias, co, ci))
-    }
-
-    /// Packs `weights` (`co` rows of `ci`) and `bias` into tiles.
-    pub fn new(weights: &[f32], bias: &[f32], co: usize, ci: usize) -> PointwiseConv {
-        let tiles = co.div_ceil(TILE_CO);
-        let mut packed = vec![0f32; tiles * ci * TILE_CO];
-        let mut lanes = vec![0f32; tiles * TILE_CO];
-        for (o, (row, b)) in weights.chunks_exact(ci).zip(bias).take(co).enumerate() {
-            let (t, j) = (o / TILE_CO, o % TILE_CO);
-            for (k, w) in row.iter().enumerate() {
-                packed[(t * ci + k) * TILE_CO + j] = *w;
-            }
-            lanes[o] = *b;
-        }
-        PointwiseConv { ci, co, weights: Arc::new(packed), bias: Arc::new(lanes) }
-    }
-
-    /// The packed weights of output channels `channels`, which start at a
-    /// tile's first.
-    pub fn tiles(&self, channels: Range<usize>) -> Tiles<'_> {
-        let (t0, t1) = (channels.start / TILE_CO, channels.end.div_ceil(TILE_CO));
-        Tiles {
-            weights: &self.weights[t0 * self.ci * TILE_CO..t1 * self.ci * TILE_CO],
-            bias: &self.bias[t0 * TILE_CO..t1 * TILE_CO],
-            ci: self.ci,
-            co: channels.len(),
-        }
-    }
-
-    /// Input and output channels.
-    pub fn channels(&self) -> (usize, usize) {
-        (self.ci, self.co)
+        Some(PointwiseConv(Packed::new(w.as_slice::<f32>().ok()?, &bias, co, ci)))
     }
 
     /// One batch item: `x` is `ci` planes of `hw` values, `y` `co` planes.
@@ -199,16 +135,17 @@ impl PointwiseConv {
             _ => None,
         };
         let count = threads.as_ref().map_or(1, |p| p.current_num_threads().max(1));
-        let per_thread = self.co.div_ceil(TILE_CO).div_ceil(count) * TILE_CO;
+        let co = self.0.channels().1;
+        let per_thread = co.div_ceil(TILE_CO).div_ceil(count) * TILE_CO;
         let job = |g: usize, planes: &mut [f32]| {
             let first = g * per_thread;
-            let tiles = self.tiles(first..first + planes.len() / hw);
+            let tiles = self.0.tiles(first..first + planes.len() / hw);
             let mut rows: Vec<&mut [f32]> = planes.chunks_exact_mut(hw).collect();
             pointwise(Run { data: x, stride: hw, n: hw }, tiles, &mut rows);
         };
         let chunks = y.chunks_mut(per_thread * hw).enumerate();
         match threads {
-            Some(pool) if per_thread < self.co => pool.scope(|s| {
+            Some(pool) if per_thread < co => pool.scope(|s| {
                 for (g, planes) in chunks {
                     s.spawn(move |_| job(g, planes));
                 }
@@ -224,7 +161,8 @@ impl Op for PointwiseConv {
     }
 
     fn info(&self) -> TractResult<Vec<String>> {
-        Ok(vec![format!("{} → {} channels", self.ci, self.co)])
+        let (ci, co) = self.0.channels();
+        Ok(vec![format!("{ci} → {co} channels")])
     }
 
     op_as_typed_op!();
@@ -236,17 +174,16 @@ impl EvalOp for PointwiseConv {
     fn eval(&self, _ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
         let x = args_1!(inputs);
         let &[n, c, h, w] = x.shape() else { bail!("Conv 1×1: a rank-4 NCHW input, not {:?}", x.shape()) };
-        ensure!(c == self.ci, "Conv 1×1: {c} input channels where the weights have {}", self.ci);
+        let (ci, co) = self.0.channels();
+        ensure!(c == ci, "Conv 1×1: {c} input channels where the weights have {ci}");
         let hw = h * w;
         // SAFETY: every value is written below (`run` writes whole rows).
-        let mut y = unsafe { Tensor::uninitialized::<f32>(&[n, self.co, h, w])? };
+        let mut y = unsafe { Tensor::uninitialized::<f32>(&[n, co, h, w])? };
         if n * hw > 0 {
             let xs = x.try_as_plain_ram()?;
             let mut ys = y.try_as_plain_ram_mut()?;
-            let items = xs
-                .as_slice::<f32>()?
-                .chunks_exact(c * hw)
-                .zip(ys.as_slice_mut::<f32>()?.chunks_exact_mut(self.co * hw));
+            let items =
+                xs.as_slice::<f32>()?.chunks_exact(c * hw).zip(ys.as_slice_mut::<f32>()?.chunks_exact_mut(co * hw));
             for (x, y) in items {
                 self.run(x, y, hw);
             }
@@ -259,13 +196,13 @@ impl TypedOp for PointwiseConv {
     fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
         let s = &inputs[0].shape;
         ensure!(s.rank() == 4, "Conv 1×1: a rank-4 NCHW input, not {s:?}");
-        Ok(tvec!(f32::fact([s[0].clone(), self.co.to_dim(), s[2].clone(), s[3].clone()])))
+        Ok(tvec!(f32::fact([s[0].clone(), self.0.channels().1.to_dim(), s[2].clone(), s[3].clone()])))
     }
 
     /// Takes in the 3×3 depthwise convolution (and ReLU) that reads only
     /// this node ([`super::pw_dw`]).
     fn declutter(&self, model: &TypedModel, node: &TypedNode) -> TractResult<Option<TypedModelPatch>> {
-        super::pw_dw::fuse(model, node, self)
+        super::pw_dw::fuse(model, node, &self.0)
     }
 
     as_op!();
@@ -296,7 +233,7 @@ mod tests {
         let cases = [(3, 6, 53), (16, 16, 48), (5, 1, 7), (40, 9, 100), (8, 5, 221), (7, 5, 59), (16, 8, 40)];
         for (ci, co, hw) in cases {
             let (x, w, b) = (values(ci * hw, 1), values(co * ci, 2), values(co, 3));
-            let op = PointwiseConv::new(&w, &b, co, ci);
+            let op = PointwiseConv(Packed::new(&w, &b, co, ci));
             let mut y = vec![f32::NAN; co * hw];
             op.run(&x, &mut y, hw);
             let want = reference(&x, &w, &b, hw, ci, co);
@@ -313,7 +250,7 @@ mod tests {
         let w = konst(Tensor::from_shape(&[2, 3, 1, 1], &[1f32; 6]).unwrap());
         let bias = konst(tensor1(&[0.5f32, 1.0]));
         let op = PointwiseConv::for_facts(&x, &w, Some(&bias)).expect("a pointwise convolution");
-        assert_eq!((op.ci, op.co, op.bias[..2].to_vec()), (3, 2, vec![0.5, 1.0]));
+        assert_eq!((op.0.channels(), op.0.tiles(0..2).bias[..2].to_vec()), ((3, 2), vec![0.5, 1.0]));
         assert!(PointwiseConv::for_facts(&x, &w, None).is_some(), "no bias");
         let three = konst(Tensor::from_shape(&[2, 3, 3, 3], &[1f32; 54]).unwrap());
         assert!(PointwiseConv::for_facts(&x, &three, None).is_none(), "a 3×3 kernel");

@@ -1,15 +1,75 @@
-//! The kernel of [`super::pointwise::PointwiseConv`]: a 1×1 convolution of
+//! The kernel of fusiond's 1×1 convolutions (`super::pointwise`, and the
+//! ops built on it): a 1×1 convolution of
 //! NCHW rows in tiles of [`TILE_CO`] output channels × 24 pixels, with AVX2
 //! and FMA where the CPU has them, tiles of 8 pixels for what is left of a
 //! run, and a scalar loop for the last few pixels (and everywhere, for the
 //! tests, where the CPU lacks those units). A tile is 12 AVX2 registers,
 //! fed per input channel by three pixel loads and four broadcast weights.
 
+use std::ops::Range;
+use std::sync::Arc;
+
 /// Output channels per tile, one broadcast weight each.
 pub const TILE_CO: usize = 4;
 /// Pixels per tile: three AVX2 vectors.
 #[cfg(target_arch = "x86_64")]
 const TILE_PX: usize = 24;
+
+/// The most input channels fusiond gives this kernel. Up to 32, tract spends as
+/// long packing the input as multiplying it: on YuNet's five such nodes
+/// this kernel takes 0.50–0.98× tract's time (`fusiond profile`, per node;
+/// 16 → 16 channels at 320×320: 2.53 against 5.09 ms). From 40 up tract's
+/// tuned product was as fast or faster in a scratch benchmark (288 → 288
+/// at 20×20: 1.58 against 1.55 ms), and it also fuses the ReLU after it.
+pub const MAX_CI: usize = 32;
+
+/// A 1×1 convolution's weights for [`pointwise`]: in tiles of [`TILE_CO`]
+/// output channels, tile `t`, input channel `k`, lane `j` at
+/// `(t * ci + k) * TILE_CO + j` (lanes past `co` are zero), and the biases
+/// in the same lanes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Packed {
+    ci: usize,
+    co: usize,
+    weights: Arc<Vec<f32>>,
+    bias: Arc<Vec<f32>>,
+}
+
+impl Eq for Packed {}
+
+impl Packed {
+    /// Packs `weights` (`co` rows of `ci`) and `bias` into tiles.
+    pub fn new(weights: &[f32], bias: &[f32], co: usize, ci: usize) -> Packed {
+        let tiles = co.div_ceil(TILE_CO);
+        let mut packed = vec![0f32; tiles * ci * TILE_CO];
+        let mut lanes = vec![0f32; tiles * TILE_CO];
+        for (o, (row, b)) in weights.chunks_exact(ci).zip(bias).take(co).enumerate() {
+            let (t, j) = (o / TILE_CO, o % TILE_CO);
+            for (k, w) in row.iter().enumerate() {
+                packed[(t * ci + k) * TILE_CO + j] = *w;
+            }
+            lanes[o] = *b;
+        }
+        Packed { ci, co, weights: Arc::new(packed), bias: Arc::new(lanes) }
+    }
+
+    /// The packed weights of output channels `channels`, which start at a
+    /// tile's first.
+    pub fn tiles(&self, channels: Range<usize>) -> Tiles<'_> {
+        let (t0, t1) = (channels.start / TILE_CO, channels.end.div_ceil(TILE_CO));
+        Tiles {
+            weights: &self.weights[t0 * self.ci * TILE_CO..t1 * self.ci * TILE_CO],
+            bias: &self.bias[t0 * TILE_CO..t1 * TILE_CO],
+            ci: self.ci,
+            co: channels.len(),
+        }
+    }
+
+    /// Input and output channels.
+    pub fn channels(&self) -> (usize, usize) {
+        (self.ci, self.co)
+    }
+}
 
 /// Whether this CPU has the units the kernel is written for.
 pub fn kernel_available() -> bool {

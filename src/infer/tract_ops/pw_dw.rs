@@ -7,13 +7,12 @@
 //! writes only the block's output. Rows are shared among tract's threads;
 //! each thread computes the two rows around its share once more.
 //!
-//! [`fuse`] replaces the nodes from a [`PointwiseConv`]'s `declutter`, so it
+//! [`fuse`] replaces the nodes from a [`super::pointwise::PointwiseConv`]'s `declutter`, so it
 //! applies wherever that kernel does (x86_64 with AVX2 and FMA).
 
 use super::depthwise_kernel::depthwise_rows;
 use super::fake_quant::{fake_quant_in_place, FakeQuant, Grid};
-use super::pointwise::PointwiseConv;
-use super::pointwise_kernel::{pointwise, Run};
+use super::pointwise_kernel::{pointwise, Packed, Run};
 use super::share_rows;
 use std::ops::Range;
 use std::sync::Arc;
@@ -28,12 +27,12 @@ use tract_onnx::tract_hir::ops::nn::DataFormat;
 /// the L2 cache of the smallest x86_64 core fusiond was measured on.
 const MID_VALUES: usize = 64 << 10;
 
-/// The patch that runs `node` (a [`PointwiseConv`]), the depthwise
+/// The patch that runs `node` (a [`super::pointwise::PointwiseConv`]), the depthwise
 /// convolution reading it and a ReLU after that as one
 /// [`PointwiseDepthwise`], when each feeds only the next. In an INT8 graph
 /// the quantise-dequantise pair ([`FakeQuant`]) after the pointwise and
 /// the one after the depthwise convolution (or its ReLU) are taken in too.
-pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &PointwiseConv) -> TractResult<Option<TypedModelPatch>> {
+pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Option<TypedModelPatch>> {
     let mut last = node;
     let mid_grid = take_fake_quant(model, &mut last)?;
     let Some(dw_node) = model.single_succ(last.id)? else { return Ok(None) };
@@ -142,7 +141,7 @@ pub fn is_relu(model: &TypedModel, node: &TypedNode, from: usize) -> bool {
 /// one) and an optional ReLU, on NCHW f32.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PointwiseDepthwise {
-    pw: PointwiseConv,
+    pw: Packed,
     /// The grid the pointwise output is rounded to, in an INT8 graph.
     mid_grid: Option<Grid>,
     /// The depthwise kernels, 9 values a channel, row by row.
@@ -304,7 +303,7 @@ mod tests {
         for (ci, co, h, w) in [(3, 5, 7, 9), (4, 8, 1, 1), (2, 3, 40, 2), (3, 16, 40, 300)] {
             for relu in [false, true] {
                 let (pw_w, pw_b) = (values(co * ci, 1), values(co, 2));
-                let pw = PointwiseConv::new(&pw_w, &pw_b, co, ci);
+                let pw = Packed::new(&pw_w, &pw_b, co, ci);
                 let (dw, dw_bias) = (Arc::new(values(co * 9, 3)), Arc::new(values(co, 4)));
                 let op = PointwiseDepthwise { pw, mid_grid: None, dw, dw_bias, relu, out_grid: None };
                 let x = values(ci * h * w, 5);
