@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: efd7daaab3646bf813262156601131eb511c883a76db62f654fc712179be6b7a
-SRCREV = "f04c203ecd085f2db28bae3941cb600e5b66c5ec"
+# fusiond-inputs: cf4fb083cebc9c2cbf85991b4489195fe5f0d2408235cca8eedc9804ef4b5d74
+SRCREV = "6ac455e4ccb325d373ef790ea0bfad9abd7e70b7"
 
 S = "${WORKDIR}/git"
 
