@@ -11,6 +11,7 @@
 
 use super::patch_conv::PatchConv;
 use super::pointwise_kernel::{kernel_available, pointwise, Packed, Run, MAX_CI, TILE_CO};
+use super::pw_dw::is_relu;
 use super::StockParser;
 use tract_linalg::multithread::{current_tract_executor, Executor};
 use tract_onnx::model::ParsingContext;
@@ -157,7 +158,7 @@ impl PointwiseConv {
 
 impl Op for PointwiseConv {
     fn name(&self) -> StaticName {
-        "FusiondPointwiseConv".into()
+        if self.0.relu() { "FusiondPointwiseConv+Relu" } else { "FusiondPointwiseConv" }.into()
     }
 
     fn info(&self) -> TractResult<Vec<String>> {
@@ -200,9 +201,17 @@ impl TypedOp for PointwiseConv {
     }
 
     /// Takes in the 3×3 depthwise convolution (and ReLU) that reads only
-    /// this node ([`super::pw_dw`]).
+    /// this node ([`super::pw_dw`]), or else the ReLU that alone reads it.
     fn declutter(&self, model: &TypedModel, node: &TypedNode) -> TractResult<Option<TypedModelPatch>> {
-        super::pw_dw::fuse(model, node, &self.0)
+        if let Some(patch) = super::pw_dw::fuse(model, node, &self.0)? {
+            return Ok(Some(patch));
+        }
+        match model.single_succ(node.id)? {
+            Some(next) if !self.0.relu() && is_relu(model, next, node.id) => {
+                TypedModelPatch::fuse_with_next(model, node, PointwiseConv(self.0.with_relu())).map(Some)
+            }
+            _ => Ok(None),
+        }
     }
 
     as_op!();
@@ -233,13 +242,16 @@ mod tests {
         let cases = [(3, 6, 53), (16, 16, 48), (5, 1, 7), (40, 9, 100), (8, 5, 221), (7, 5, 59), (16, 8, 40)];
         for (ci, co, hw) in cases {
             let (x, w, b) = (values(ci * hw, 1), values(co * ci, 2), values(co, 3));
-            let op = PointwiseConv(Packed::new(&w, &b, co, ci));
-            let mut y = vec![f32::NAN; co * hw];
-            op.run(&x, &mut y, hw);
-            let want = reference(&x, &w, &b, hw, ci, co);
-            assert!(y.iter().all(|v| v.is_finite()), "ci {ci} co {co} hw {hw}: an output left unwritten");
-            let worst = y.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-            assert!(worst < 1e-5, "ci {ci} co {co} hw {hw}: off by {worst}");
+            let packed = Packed::new(&w, &b, co, ci);
+            for op in [PointwiseConv(packed.clone()), PointwiseConv(packed.with_relu())] {
+                let mut y = vec![f32::NAN; co * hw];
+                op.run(&x, &mut y, hw);
+                let relu = op.0.relu();
+                let want = reference(&x, &w, &b, hw, ci, co).into_iter().map(|v| if relu { v.max(0.0) } else { v });
+                assert!(y.iter().all(|v| v.is_finite()), "ci {ci} co {co} hw {hw}: an output left unwritten");
+                let worst = y.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                assert!(worst < 1e-5, "ci {ci} co {co} hw {hw}, relu {relu}: off by {worst}");
+            }
         }
     }
 

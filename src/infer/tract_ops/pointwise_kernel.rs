@@ -33,6 +33,8 @@ pub struct Packed {
     co: usize,
     weights: Arc<Vec<f32>>,
     bias: Arc<Vec<f32>>,
+    /// Whether negative outputs become 0 (a ReLU taken in).
+    relu: bool,
 }
 
 impl Eq for Packed {}
@@ -50,7 +52,7 @@ impl Packed {
             }
             lanes[o] = *b;
         }
-        Packed { ci, co, weights: Arc::new(packed), bias: Arc::new(lanes) }
+        Packed { ci, co, weights: Arc::new(packed), bias: Arc::new(lanes), relu: false }
     }
 
     /// The packed weights of output channels `channels`, which start at a
@@ -62,7 +64,18 @@ impl Packed {
             bias: &self.bias[t0 * TILE_CO..t1 * TILE_CO],
             ci: self.ci,
             co: channels.len(),
+            relu: self.relu,
         }
+    }
+
+    /// The same weights with the ReLU after them taken in.
+    pub fn with_relu(&self) -> Packed {
+        Packed { relu: true, ..self.clone() }
+    }
+
+    /// Whether the ReLU after the weights is taken in.
+    pub fn relu(&self) -> bool {
+        self.relu
     }
 
     /// Input and output channels.
@@ -83,13 +96,14 @@ pub fn kernel_available() -> bool {
 
 /// Packed weights of some output channels: tile `t`, input channel `k`,
 /// lane `j` at `(t * ci + k) * TILE_CO + j` (lanes past `co` are zero), and
-/// the biases in the same lanes.
+/// the biases in the same lanes; with `relu`, negative outputs become 0.
 #[derive(Clone, Copy, Debug)]
 pub struct Tiles<'a> {
     pub weights: &'a [f32],
     pub bias: &'a [f32],
     pub ci: usize,
     pub co: usize,
+    pub relu: bool,
 }
 
 /// A run of `n` pixels of some channels, their planes `stride` values apart
@@ -131,7 +145,8 @@ pub fn pointwise(x: Run, tiles: Tiles, y: &mut [&mut [f32]]) {
         let w = &tiles.weights[t * ci * TILE_CO..(t + 1) * ci * TILE_CO];
         for (p, out) in row[..n].iter_mut().enumerate().skip(done) {
             let column = x.data[p..].iter().step_by(x.stride).take(ci);
-            *out = column.zip(w.iter().skip(j).step_by(TILE_CO)).fold(tiles.bias[o], |a, (x, w)| a + w * x);
+            let sum = column.zip(w.iter().skip(j).step_by(TILE_CO)).fold(tiles.bias[o], |a, (x, w)| a + w * x);
+            *out = if tiles.relu { sum.max(0.0) } else { sum };
         }
     }
 }
@@ -209,7 +224,8 @@ unsafe fn tiles_avx2<const V: usize>(x: &Run, block: usize, tiles: Tiles, y: &mu
             for (j, lane) in acc.iter().enumerate().take(co - t * TILE_CO) {
                 let dst = y.get_unchecked_mut(t * TILE_CO + j).as_mut_ptr().add(p);
                 for (i, a) in lane.iter().enumerate() {
-                    _mm256_storeu_ps(dst.add(8 * i), *a);
+                    let a = if tiles.relu { _mm256_max_ps(*a, _mm256_setzero_ps()) } else { *a };
+                    _mm256_storeu_ps(dst.add(8 * i), a);
                 }
             }
         }

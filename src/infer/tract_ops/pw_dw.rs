@@ -27,13 +27,21 @@ use tract_onnx::tract_hir::ops::nn::DataFormat;
 /// the L2 cache of the smallest x86_64 core fusiond was measured on.
 const MID_VALUES: usize = 64 << 10;
 
-/// The patch that runs `node` (a [`super::pointwise::PointwiseConv`]), the depthwise
-/// convolution reading it and a ReLU after that as one
-/// [`PointwiseDepthwise`], when each feeds only the next. In an INT8 graph
+/// The patch that runs `node` (a [`super::pointwise::PointwiseConv`]), a
+/// ReLU after it (SCRFD has one there), the depthwise convolution and a
+/// ReLU after that as one [`PointwiseDepthwise`], when each feeds only the
+/// next. In an INT8 graph
 /// the quantise-dequantise pair ([`FakeQuant`]) after the pointwise and
 /// the one after the depthwise convolution (or its ReLU) are taken in too.
 pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Option<TypedModelPatch>> {
     let mut last = node;
+    let mid_relu = match model.single_succ(last.id)? {
+        Some(n) if is_relu(model, n, last.id) => {
+            last = n;
+            true
+        }
+        _ => false,
+    };
     let mid_grid = take_fake_quant(model, &mut last)?;
     let Some(dw_node) = model.single_succ(last.id)? else { return Ok(None) };
     if dw_node.inputs.first() != Some(&last.id.into()) {
@@ -51,7 +59,8 @@ pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Op
     };
     let out_grid = take_fake_quant(model, &mut last)?;
     let (dw, dw_bias) = (Arc::new(dw), Arc::new(dw_bias));
-    let op = PointwiseDepthwise { pw: pw.clone(), mid_grid, dw, dw_bias, relu, out_grid };
+    let pw = if mid_relu { pw.with_relu() } else { pw.clone() };
+    let op = PointwiseDepthwise { pw, mid_grid, dw, dw_bias, relu, out_grid };
     let mut patch = TypedModelPatch::default();
     let input = patch.tap_model(model, node.inputs[0])?;
     let wire = patch.wire_node(&node.name, op, &[input])?;
@@ -213,7 +222,7 @@ impl PointwiseDepthwise {
 impl Op for PointwiseDepthwise {
     fn name(&self) -> StaticName {
         let part = |on: bool, name: &'static str| if on { name } else { "" };
-        let mid = part(self.mid_grid.is_some(), "+FakeQuant");
+        let mid = format!("{}{}", part(self.pw.relu(), "+Relu"), part(self.mid_grid.is_some(), "+FakeQuant"));
         let (relu, out) = (part(self.relu, "+Relu"), part(self.out_grid.is_some(), "+FakeQuant"));
         format!("FusiondPointwise{mid}+Depthwise{relu}{out}").into()
     }
@@ -274,7 +283,12 @@ mod tests {
         let mid: Vec<f64> = (0..co * hw)
             .map(|i| {
                 let (o, p) = (i / hw, i % hw);
-                pw.1[o] as f64 + (0..ci).map(|k| pw.0[o * ci + k] as f64 * x[k * hw + p] as f64).sum::<f64>()
+                let v = pw.1[o] as f64 + (0..ci).map(|k| pw.0[o * ci + k] as f64 * x[k * hw + p] as f64).sum::<f64>();
+                if op.pw.relu() {
+                    v.max(0.0)
+                } else {
+                    v
+                }
             })
             .collect();
         let at = |c: usize, y: isize, x: isize| {
@@ -303,7 +317,9 @@ mod tests {
         for (ci, co, h, w) in [(3, 5, 7, 9), (4, 8, 1, 1), (2, 3, 40, 2), (3, 16, 40, 300)] {
             for relu in [false, true] {
                 let (pw_w, pw_b) = (values(co * ci, 1), values(co, 2));
+                // The ReLU on both halves, or on neither (SCRFD's block has both).
                 let pw = Packed::new(&pw_w, &pw_b, co, ci);
+                let pw = if relu { pw.with_relu() } else { pw };
                 let (dw, dw_bias) = (Arc::new(values(co * 9, 3)), Arc::new(values(co, 4)));
                 let op = PointwiseDepthwise { pw, mid_grid: None, dw, dw_bias, relu, out_grid: None };
                 let x = values(ci * h * w, 5);
