@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: cf4fb083cebc9c2cbf85991b4489195fe5f0d2408235cca8eedc9804ef4b5d74
-SRCREV = "6ac455e4ccb325d373ef790ea0bfad9abd7e70b7"
+# fusiond-inputs: f106dea42a26f1cb79abddcca2dacb29eace4edbae7d17fc4cbf98fdde763ca6
+SRCREV = "7d9fd019d1a7706700e2374b2d64a0be62ec6f54"
 
 S = "${WORKDIR}/git"
 
