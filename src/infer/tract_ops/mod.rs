@@ -9,9 +9,9 @@
 //! |---|---|---|
 //! | PRelu | `prelu::ChannelPrelu`, one pass in place | a multiply, a comparison and a select, three passes |
 //! | MaxPool 2×2, stride 2 | `max_pool::MaxPool2x2`, two rows at a time | a generic patch walk per output value |
-//! | Conv 1×1 (pointwise), f32, x86_64 with AVX2 and FMA | `pointwise::PointwiseConv`, straight from NCHW rows | it copies the whole input into panels first |
+//! | Conv 1×1 (pointwise) (→ Relu), f32, x86_64 with AVX2 and FMA | `pointwise::PointwiseConv`, straight from NCHW rows | it copies the whole input into panels first |
 //! | Conv with at most 32 taps a patch (3 × 3 × 3: the detectors' first layer), → Relu | `patch_conv::PatchConv`, the patches of a few rows into the pointwise kernel | a direct loop over every tap |
-//! | Conv 1×1 → Conv 3×3 depthwise (→ Relu), with the INT8 pairs between | `pw_dw::PointwiseDepthwise`, a few rows at a time in the L2 cache | each node writes its whole output to memory and the next reads it back |
+//! | Conv 1×1 (→ Relu) → Conv 3×3 depthwise (→ Relu), with the INT8 pairs between | `pw_dw::PointwiseDepthwise`, a few rows at a time in the L2 cache | each node writes its whole output to memory and the next reads it back |
 //! | QuantizeLinear → DequantizeLinear (INT8 QDQ activations) | `fake_quant::FakeQuant`, one pass in place | two passes through a u8 tensor, a scalar rounding per value |
 //!
 //! The quantise-dequantise pairs are two ONNX nodes, so
