@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: f106dea42a26f1cb79abddcca2dacb29eace4edbae7d17fc4cbf98fdde763ca6
-SRCREV = "7d9fd019d1a7706700e2374b2d64a0be62ec6f54"
+# fusiond-inputs: e2cc81bf4e1c2aec84b3aa301febd963ede168c29fa81a7d6e3d474d87242fb1
+SRCREV = "15a2c438ae1bee2e7250effb45d16437821d2c1e"
 
 S = "${WORKDIR}/git"
 
