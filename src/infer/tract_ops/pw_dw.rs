@@ -30,18 +30,12 @@ const MID_VALUES: usize = 64 << 10;
 /// The patch that runs `node` (a [`super::pointwise::PointwiseConv`]), a
 /// ReLU after it (SCRFD has one there), the depthwise convolution and a
 /// ReLU after that as one [`PointwiseDepthwise`], when each feeds only the
-/// next. In an INT8 graph
-/// the quantise-dequantise pair ([`FakeQuant`]) after the pointwise and
-/// the one after the depthwise convolution (or its ReLU) are taken in too.
+/// next. In an INT8 graph the quantise-dequantise pair ([`FakeQuant`]) after
+/// the pointwise half and the one after the depthwise half (or its ReLU)
+/// are taken in too.
 pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Option<TypedModelPatch>> {
     let mut last = node;
-    let mid_relu = match model.single_succ(last.id)? {
-        Some(n) if is_relu(model, n, last.id) => {
-            last = n;
-            true
-        }
-        _ => false,
-    };
+    let mid_relu = take_relu(model, &mut last)?;
     let mid_grid = take_fake_quant(model, &mut last)?;
     let Some(dw_node) = model.single_succ(last.id)? else { return Ok(None) };
     if dw_node.inputs.first() != Some(&last.id.into()) {
@@ -50,13 +44,7 @@ pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Op
     let Some(conv) = dw_node.op_as::<Conv>() else { return Ok(None) };
     let Some((dw, dw_bias)) = depthwise_weights(model, dw_node, conv, pw.channels().1)? else { return Ok(None) };
     last = dw_node;
-    let relu = match model.single_succ(last.id)? {
-        Some(n) if is_relu(model, n, last.id) => {
-            last = n;
-            true
-        }
-        _ => false,
-    };
+    let relu = take_relu(model, &mut last)?;
     let out_grid = take_fake_quant(model, &mut last)?;
     let (dw, dw_bias) = (Arc::new(dw), Arc::new(dw_bias));
     let pw = if mid_relu { pw.with_relu() } else { pw.clone() };
@@ -66,6 +54,17 @@ pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Op
     let wire = patch.wire_node(&node.name, op, &[input])?;
     patch.shunt_outside(model, last.id.into(), wire[0])?;
     Ok(Some(patch))
+}
+
+/// Whether a ReLU alone reads `last`, which then moves on to it.
+fn take_relu<'m>(model: &'m TypedModel, last: &mut &'m TypedNode) -> TractResult<bool> {
+    match model.single_succ(last.id)? {
+        Some(next) if is_relu(model, next, last.id) => {
+            *last = next;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
 }
 
 /// The grid of the [`FakeQuant`] that alone reads `last`, which then moves
