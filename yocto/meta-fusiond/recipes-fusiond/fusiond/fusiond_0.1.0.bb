@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: e2cc81bf4e1c2aec84b3aa301febd963ede168c29fa81a7d6e3d474d87242fb1
-SRCREV = "15a2c438ae1bee2e7250effb45d16437821d2c1e"
+# fusiond-inputs: 40edb01842b7286eb00fad2ab736d0ece437bbad36b398284b6fe98f4499e6fa
+SRCREV = "1d33c10366406a649e0cd0a9216ecb150fcb0634"
 
 S = "${WORKDIR}/git"
 
