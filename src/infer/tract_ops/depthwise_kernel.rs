@@ -12,9 +12,11 @@
 /// output rows, with the kernel `k` (row by row) and `bias`; negative
 /// values become 0 where `relu` is set.
 pub fn depthwise_rows(rows: &[&[f32]], k: &[f32; 9], bias: f32, relu: bool, out: &mut [&mut [f32]]) {
-    assert_eq!(rows.len(), out.len() + 2, "depthwise: one input row more on each side than output rows");
     let Some(w) = out.first().map(|o| o.len()) else { return };
-    let rows: Vec<&[f32]> = rows.iter().map(|r| &r[..w]).collect();
+    assert!(
+        rows.len() == out.len() + 2 && rows.iter().all(|r| r.len() >= w) && out.iter().all(|o| o.len() == w),
+        "depthwise: one input row more on each side than output rows, all as long"
+    );
     for (i, group) in out.chunks_mut(ROWS).enumerate() {
         let inputs = &rows[ROWS * i..ROWS * i + group.len() + 2];
         #[cfg(target_arch = "x86_64")]
@@ -36,7 +38,7 @@ pub fn depthwise_rows(rows: &[&[f32]], k: &[f32; 9], bias: f32, relu: bool, out:
         let inner = 1..1;
         for (r, out) in group.iter_mut().enumerate() {
             for x in (0..inner.start).chain(inner.end..w) {
-                out[x] = pixel(&inputs[r..r + 3], k, bias, relu, x);
+                out[x] = pixel(&inputs[r..r + 3], w, k, bias, relu, x);
             }
         }
     }
@@ -45,13 +47,14 @@ pub fn depthwise_rows(rows: &[&[f32]], k: &[f32; 9], bias: f32, relu: bool, out:
 /// Output rows computed together.
 const ROWS: usize = 4;
 
-/// Output pixel `x` from its three input rows, in [`rows_avx2`]'s order.
-fn pixel(rows: &[&[f32]], k: &[f32; 9], bias: f32, relu: bool, x: usize) -> f32 {
+/// Output pixel `x` from its three input rows of `w` values, in
+/// [`rows_avx2`]'s order.
+fn pixel(rows: &[&[f32]], w: usize, k: &[f32; 9], bias: f32, relu: bool, x: usize) -> f32 {
     let mut sum = bias;
     for (dy, row) in rows.iter().enumerate() {
         for dx in 0..3 {
             // Input column x + dx - 1, zero outside the plane.
-            if (1..=row.len()).contains(&(x + dx)) {
+            if (1..=w).contains(&(x + dx)) {
                 sum += k[3 * dy + dx] * row[x + dx - 1];
             }
         }
@@ -75,8 +78,9 @@ fn pixel(rows: &[&[f32]], k: &[f32; 9], bias: f32, relu: bool, x: usize) -> f32 
 /// AVX2 a multiply and an add issue as fast as one FMA.
 ///
 /// # Safety
-/// The CPU has AVX2; `rows` holds `R + 2` rows and `out` `R` rows, all as
-/// long, at least 10 values.
+/// The CPU has AVX2; `rows` holds `R + 2` rows and `out` `R` rows, the
+/// output rows all as long, at least 10 values, and the input rows no
+/// shorter.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn rows_avx2<const R: usize>(

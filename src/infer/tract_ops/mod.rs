@@ -110,6 +110,25 @@ fn const_bias(bias: Option<&TypedFact>, co: usize) -> Option<Vec<f32>> {
     Some(b.try_as_plain_ram().ok()?.as_slice::<f32>().ok()?.to_vec())
 }
 
+/// Whether `node` is `max(x, 0)` of the output of node `from`, as tract
+/// wires an ONNX Relu, without broadcasting `x` to a bigger shape.
+fn is_relu(model: &TypedModel, node: &TypedNode, from: usize) -> bool {
+    let Some(bin) = node.op_as::<tract_onnx::tract_core::ops::binary::TypedBinOp>() else { return false };
+    let [a, b] = node.inputs[..] else { return false };
+    let other = if a.node == from { b } else { a };
+    let zero = model.outlet_fact(other).ok().and_then(|f| f.konst.clone().or_else(|| f.uniform.clone()));
+    let is_zero =
+        zero.is_some_and(|z| z.is_uniform() && z.len() >= 1 && z.cast_to_scalar::<f32>().is_ok_and(|v| v == 0.0));
+    let same_shape = match (model.outlet_fact(OutletId::new(from, 0)), model.outlet_fact(node.id.into())) {
+        (Ok(i), Ok(o)) => i.shape == o.shape,
+        _ => false,
+    };
+    bin.0.is::<tract_onnx::tract_core::ops::math::Max>()
+        && (a.node == from) != (b.node == from)
+        && is_zero
+        && same_shape
+}
+
 /// How many values a tensor of `dims` holds; `None` for a negative
 /// dimension or a count beyond i64 (a hostile file's dims).
 fn element_count(dims: &[i64]) -> Option<i64> {

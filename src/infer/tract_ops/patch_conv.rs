@@ -9,8 +9,8 @@
 //! bias, by FMA), so the outputs are those of tract's vectorised loop.
 
 use super::fake_quant::{fake_quant_in_place, FakeQuant, Grid};
+use super::is_relu;
 use super::pointwise_kernel::{pointwise, Packed, Run, MAX_CI};
-use super::pw_dw::is_relu;
 use super::share_rows;
 use std::ops::Range;
 use tract_onnx::tract_core::{args_1, as_op, op_as_typed_op, op_out_of_plan};

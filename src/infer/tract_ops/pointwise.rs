@@ -9,9 +9,9 @@
 //! loaded); elsewhere, the ARM boards among them, tract's own convolution
 //! runs, since a kernel without those units would not beat tract's assembly.
 
+use super::is_relu;
 use super::patch_conv::PatchConv;
 use super::pointwise_kernel::{kernel_available, pointwise, Packed, Run, MAX_CI, TILE_CO};
-use super::pw_dw::is_relu;
 use super::StockParser;
 use tract_linalg::multithread::{current_tract_executor, Executor};
 use tract_onnx::model::ParsingContext;

@@ -13,12 +13,10 @@
 use super::depthwise_kernel::depthwise_rows;
 use super::fake_quant::{fake_quant_in_place, FakeQuant, Grid};
 use super::pointwise_kernel::{pointwise, Packed, Run};
-use super::share_rows;
+use super::{is_relu, share_rows};
 use std::ops::Range;
 use std::sync::Arc;
-use tract_onnx::tract_core::ops::binary::TypedBinOp;
 use tract_onnx::tract_core::ops::cnn::{Conv, KernelFormat, PaddingSpec};
-use tract_onnx::tract_core::ops::math::Max;
 use tract_onnx::tract_core::{args_1, as_op, op_as_typed_op, op_out_of_plan};
 use tract_onnx::tract_hir::internal::*;
 use tract_onnx::tract_hir::ops::nn::DataFormat;
@@ -46,7 +44,7 @@ pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Op
     last = dw_node;
     let relu = take_relu(model, &mut last)?;
     let out_grid = take_fake_quant(model, &mut last)?;
-    let (dw, dw_bias) = (Arc::new(dw), Arc::new(dw_bias));
+    let (dw, dw_bias) = (Arc::new(kernels(&dw)), Arc::new(dw_bias));
     let pw = if mid_relu { pw.with_relu() } else { pw.clone() };
     let op = PointwiseDepthwise { pw, mid_grid, dw, dw_bias, relu, out_grid };
     let mut patch = TypedModelPatch::default();
@@ -54,6 +52,11 @@ pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Op
     let wire = patch.wire_node(&node.name, op, &[input])?;
     patch.shunt_outside(model, last.id.into(), wire[0])?;
     Ok(Some(patch))
+}
+
+/// `flat` (9 values a channel) as one kernel a channel.
+fn kernels(flat: &[f32]) -> Vec<[f32; 9]> {
+    flat.chunks_exact(9).map(|k| std::array::from_fn(|i| k[i])).collect()
 }
 
 /// Whether a ReLU alone reads `last`, which then moves on to it.
@@ -129,22 +132,6 @@ fn depthwise_weights(
     Ok(Some((kernel, bias)))
 }
 
-/// Whether `node` is `max(x, 0)` of the output of node `from`, as tract
-/// wires an ONNX Relu, without broadcasting `x` to a bigger shape.
-pub fn is_relu(model: &TypedModel, node: &TypedNode, from: usize) -> bool {
-    let Some(bin) = node.op_as::<TypedBinOp>() else { return false };
-    let [a, b] = node.inputs[..] else { return false };
-    let other = if a.node == from { b } else { a };
-    let zero = model.outlet_fact(other).ok().and_then(|f| f.konst.clone().or_else(|| f.uniform.clone()));
-    let is_zero =
-        zero.is_some_and(|z| z.is_uniform() && z.len() >= 1 && z.cast_to_scalar::<f32>().is_ok_and(|v| v == 0.0));
-    let same_shape = match (model.outlet_fact(OutletId::new(from, 0)), model.outlet_fact(node.id.into())) {
-        (Ok(i), Ok(o)) => i.shape == o.shape,
-        _ => false,
-    };
-    bin.0.is::<Max>() && (a.node == from) != (b.node == from) && is_zero && same_shape
-}
-
 /// A 1×1 convolution, a 3×3 depthwise convolution (stride 1, padded by
 /// one) and an optional ReLU, on NCHW f32.
 #[derive(Debug, Clone, PartialEq)]
@@ -152,8 +139,8 @@ pub struct PointwiseDepthwise {
     pw: Packed,
     /// The grid the pointwise output is rounded to, in an INT8 graph.
     mid_grid: Option<Grid>,
-    /// The depthwise kernels, 9 values a channel, row by row.
-    dw: Arc<Vec<f32>>,
+    /// The depthwise kernels, one a channel, row by row.
+    dw: Arc<Vec<[f32; 9]>>,
     dw_bias: Arc<Vec<f32>>,
     relu: bool,
     /// The grid the output is rounded to, in an INT8 graph.
@@ -201,7 +188,6 @@ impl PointwiseDepthwise {
             }
             (next, held) = (hi, lo);
             for (c, (plane, out)) in mid.chunks_exact(stride).zip(out.iter_mut()).enumerate() {
-                let kernel: &[f32; 9] = self.dw[c * 9..][..9].try_into().expect("9 values a channel");
                 let row = |r: Option<usize>| match r {
                     Some(r) if r >= lo && r < hi => &plane[(r - lo) * w..][..w],
                     _ => &zeros[..],
@@ -209,7 +195,7 @@ impl PointwiseDepthwise {
                 let inputs: Vec<&[f32]> = (y0..y1 + 2).map(|r| row(r.checked_sub(1))).collect();
                 let done = &mut out[(y0 - range.start) * w..(y1 - range.start) * w];
                 let mut dst: Vec<&mut [f32]> = done.chunks_exact_mut(w).collect();
-                depthwise_rows(&inputs, kernel, self.dw_bias[c], self.relu, &mut dst);
+                depthwise_rows(&inputs, &self.dw[c], self.dw_bias[c], self.relu, &mut dst);
                 if let Some(grid) = self.out_grid {
                     fake_quant_in_place(done, grid);
                 }
@@ -301,8 +287,7 @@ mod tests {
         (0..co * hw)
             .map(|i| {
                 let (c, y, x) = (i / hw, (i % hw / w) as isize, (i % w) as isize);
-                let taps =
-                    (0..9).map(|t| op.dw[c * 9 + t] as f64 * at(c, y + t as isize / 3 - 1, x + t as isize % 3 - 1));
+                let taps = (0..9).map(|t| op.dw[c][t] as f64 * at(c, y + t as isize / 3 - 1, x + t as isize % 3 - 1));
                 let v = op.dw_bias[c] as f64 + taps.sum::<f64>();
                 (if op.relu { v.max(0.0) } else { v }) as f32
             })
@@ -319,7 +304,7 @@ mod tests {
                 // The ReLU on both halves, or on neither (SCRFD's block has both).
                 let pw = Packed::new(&pw_w, &pw_b, co, ci);
                 let pw = if relu { pw.with_relu() } else { pw };
-                let (dw, dw_bias) = (Arc::new(values(co * 9, 3)), Arc::new(values(co, 4)));
+                let (dw, dw_bias) = (Arc::new(kernels(&values(co * 9, 3))), Arc::new(values(co, 4)));
                 let op = PointwiseDepthwise { pw, mid_grid: None, dw, dw_bias, relu, out_grid: None };
                 let x = values(ci * h * w, 5);
                 let want = reference(&x, &op, (&pw_w, &pw_b), h, w);
