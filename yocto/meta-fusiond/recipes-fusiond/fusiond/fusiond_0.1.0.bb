@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 40edb01842b7286eb00fad2ab736d0ece437bbad36b398284b6fe98f4499e6fa
-SRCREV = "1d33c10366406a649e0cd0a9216ecb150fcb0634"
+# fusiond-inputs: eed6095c1acfcb8398c2f74c7b925b989a19b1b81352bfed8ea6f5ff5561f966
+SRCREV = "f004bcb99c9476f98f39d4de9afca776fb7a4e9a"
 
 S = "${WORKDIR}/git"
 
