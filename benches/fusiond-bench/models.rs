@@ -101,12 +101,14 @@ fn child(args: &Args, name: &str) -> Result<Row> {
     session.run(&refs)?;
     let first_ms = t.elapsed().as_secs_f64() * 1e3;
     let runs = if first_ms > 1000.0 { args.heavy_runs } else { args.runs };
-    let mut times: Vec<f64> = (0..runs.max(1))
-        .map(|_| {
-            let t = Instant::now();
-            session.run(&refs).map(|_| t.elapsed().as_secs_f64() * 1e3)
-        })
-        .collect::<Result<_, _>>()?;
+    // Reserved before the runs: a block kept from one run to the next can
+    // split a freed activation's place in the heap (see `NodeTime`).
+    let mut times: Vec<f64> = Vec::with_capacity(runs.max(1));
+    for _ in 0..runs.max(1) {
+        let t = Instant::now();
+        session.run(&refs)?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
     times.sort_by(f64::total_cmp);
     let (rss, peak) = loader_rss();
     let input = shapes

@@ -242,10 +242,13 @@ pub trait Session: Send {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeTime {
     /// The node's name: tract names the nodes it makes out of an ONNX node
-    /// `<onnx name>.<part>`.
-    pub node: String,
+    /// `<onnx name>.<part>`. Shared, as the op's: a profiled run allocates
+    /// nothing that outlives it but its one list of times, since every
+    /// block kept across runs can split a freed activation's place in the
+    /// heap, and the next run's activation then takes fresh pages.
+    pub node: Arc<str>,
     /// The engine's operator.
-    pub op: String,
+    pub op: Arc<str>,
     pub time: std::time::Duration,
 }
 

@@ -63,7 +63,7 @@ fn shares(runs: &[Vec<NodeTime>], total: f64, key: impl Fn(&NodeTime) -> String)
     for (i, run) in runs.iter().enumerate() {
         for t in run {
             let e = acc.entry(key(t)).or_insert_with(|| Tally {
-                op: (t.op.clone(), -1.0),
+                op: (t.op.to_string(), -1.0),
                 nodes: 0,
                 ms: vec![0.0; runs.len()],
             });
@@ -72,7 +72,7 @@ fn shares(runs: &[Vec<NodeTime>], total: f64, key: impl Fn(&NodeTime) -> String)
             if i == 0 {
                 e.nodes += 1;
                 if ms > e.op.1 {
-                    e.op = (t.op.clone(), ms);
+                    e.op = (t.op.to_string(), ms);
                 }
             }
         }
@@ -93,7 +93,7 @@ pub fn summarize(runs: &[Vec<NodeTime>]) -> Profile {
     Profile {
         runs: runs.len(),
         total_ms: total,
-        by_op: shares(runs, total, |t| t.op.clone()),
+        by_op: shares(runs, total, |t| t.op.to_string()),
         by_onnx_node: shares(runs, total, |t| onnx_node(&t.node).to_string()),
     }
 }

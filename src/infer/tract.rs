@@ -59,6 +59,9 @@ struct TractSession {
     input_types: Vec<DatumType>,
     outputs: Arc<[String]>,
     executor: Option<Executor>,
+    /// Each plan node's name and op, by node id, made on the first
+    /// profiled run ([`Session::profile`]).
+    names: Vec<(Arc<str>, Arc<str>)>,
 }
 
 fn load_err(e: impl std::fmt::Display) -> InferError {
@@ -192,6 +195,7 @@ impl Model for TractModel {
             input_types: self.input_types.clone(),
             outputs: self.outputs.clone(),
             executor: self.executor.clone(),
+            names: Vec::new(),
         }))
     }
 }
@@ -212,12 +216,18 @@ impl TractSession {
 
 impl Session for TractSession {
     fn profile(&mut self, given: &[(&str, &Tensor)]) -> Result<Option<Vec<NodeTime>>> {
+        if self.names.is_empty() {
+            let nodes = self.state.model().nodes();
+            self.names = nodes.iter().map(|n| (n.name.as_str().into(), n.op().name().as_ref().into())).collect();
+        }
+        let mut times = Vec::with_capacity(self.names.len());
         let values = self.values(given)?;
-        let mut times = Vec::new();
+        let names = &self.names;
         let mut timed = |ctx: &EvalContext, state: Option<&mut (dyn OpState + 'static)>, node: &TypedNode, input| {
             let start = std::time::Instant::now();
             let out = tract_onnx::tract_core::plan::eval(ctx, state, node, input);
-            times.push(NodeTime { node: node.name.clone(), op: node.op().name().to_string(), time: start.elapsed() });
+            let (node, op) = names[node.id].clone();
+            times.push(NodeTime { node, op, time: start.elapsed() });
             out
         };
         let state = &mut self.state;
