@@ -2,9 +2,10 @@
 //! tract's pooling walks a generic patch for every output value, about 17 %
 //! of YuNet's time on tract at 640 (10× ONNX Runtime's for the same nodes).
 //! `MaxPool2x2` takes the maximum of two input rows first, a pass that
-//! vectorises, then of each pair of columns.
+//! vectorises, then of each pair of columns. Where it alone reads a block
+//! of [`super::pw_dw`], that block takes it in.
 
-use super::StockParser;
+use super::{share_rows, StockParser};
 use tract_onnx::model::ParsingContext;
 use tract_onnx::pb::NodeProto;
 use tract_onnx::tract_core::{args_1, as_op, op_as_typed_op, op_out_of_plan};
@@ -85,23 +86,28 @@ impl Expansion for MaxPool2x2Expansion {
 
 /// Pools `planes` planes of `h`×`w` values from `x` into `out`, each
 /// (h/2)×(w/2) (an odd last row or column is dropped, as ONNX's floor
-/// rounding does).
+/// rounding does). Rows are shared among tract's threads.
 pub fn max_pool_2x2(x: &[f32], out: &mut [f32], h: usize, w: usize) {
     let (oh, ow) = (h / 2, w / 2);
-    if oh == 0 || ow == 0 {
-        return;
-    }
-    let mut rows = vec![0f32; w];
-    for (plane, pooled) in x.chunks_exact(h * w).zip(out.chunks_exact_mut(oh * ow)) {
-        for (y, line) in pooled.chunks_exact_mut(ow).enumerate() {
-            let (a, b) = (&plane[2 * y * w..][..w], &plane[(2 * y + 1) * w..][..w]);
-            for ((r, p), q) in rows.iter_mut().zip(a).zip(b) {
-                *r = p.max(*q);
-            }
-            for (o, pair) in line.iter_mut().zip(rows.chunks_exact(2)) {
-                *o = pair[0].max(pair[1]);
+    share_rows(out, (oh, ow), |range, share| {
+        let mut scratch = vec![0f32; w];
+        for (plane, pooled) in x.chunks_exact(h * w).zip(share) {
+            for (y, line) in range.clone().zip(pooled.chunks_exact_mut(ow)) {
+                pool_rows(&plane[2 * y * w..][..w], &plane[(2 * y + 1) * w..][..w], line, &mut scratch);
             }
         }
+    });
+}
+
+/// One row of 2×2 maxima: `line[i]` is the largest value of columns 2i
+/// and 2i + 1 of the rows `a` and `b`. `scratch` (as long as `a`) takes
+/// the maximum of the two rows first, a pass that vectorises.
+pub fn pool_rows(a: &[f32], b: &[f32], line: &mut [f32], scratch: &mut [f32]) {
+    for ((r, p), q) in scratch.iter_mut().zip(a).zip(b) {
+        *r = p.max(*q);
+    }
+    for (o, pair) in line.iter_mut().zip(scratch.chunks_exact(2)) {
+        *o = pair[0].max(pair[1]);
     }
 }
 
@@ -119,7 +125,8 @@ impl EvalOp for MaxPool2x2 {
     fn eval(&self, _ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
         let x = args_1!(inputs);
         let &[n, c, h, w] = x.shape() else { bail!("MaxPool: a rank-4 NCHW input, not {:?}", x.shape()) };
-        let mut out = Tensor::zero::<f32>(&[n, c, h / 2, w / 2])?;
+        // SAFETY: `max_pool_2x2` writes every value.
+        let mut out = unsafe { Tensor::uninitialized::<f32>(&[n, c, h / 2, w / 2])? };
         let input = x.try_as_plain_ram()?;
         max_pool_2x2(input.as_slice::<f32>()?, out.try_as_plain_ram_mut()?.as_slice_mut::<f32>()?, h, w);
         Ok(tvec!(out.into_tvalue()))

@@ -7,11 +7,16 @@
 //! writes only the block's output. Rows are shared among tract's threads;
 //! each thread computes the two rows around its share once more.
 //!
+//! Where a 2×2 max pooling alone reads the block (YuNet's first and
+//! fifth), it is taken in too: the block then writes a quarter of its
+//! output, and the pooling shares the block's threads.
+//!
 //! [`fuse`] replaces the nodes from a [`super::pointwise::PointwiseConv`]'s `declutter`, so it
 //! applies wherever that kernel does (x86_64 with AVX2 and FMA).
 
 use super::depthwise_kernel::depthwise_rows;
 use super::fake_quant::{fake_quant_in_place, FakeQuant, Grid};
+use super::max_pool::{pool_rows, MaxPool2x2};
 use super::pointwise_kernel::{pointwise, Packed, Run};
 use super::{is_relu, share_rows};
 use std::ops::Range;
@@ -28,7 +33,7 @@ const MID_VALUES: usize = 64 << 10;
 /// The patch that runs `node` (a [`super::pointwise::PointwiseConv`]), a
 /// ReLU after it (SCRFD has one there), the depthwise convolution and a
 /// ReLU after that as one [`PointwiseDepthwise`], when each feeds only the
-/// next. In an INT8 graph the quantise-dequantise pair ([`FakeQuant`]) after
+/// next, and a 2×2 max pooling after them. In an INT8 graph the quantise-dequantise pair ([`FakeQuant`]) after
 /// the pointwise half and the one after the depthwise half (or its ReLU)
 /// are taken in too.
 pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Option<TypedModelPatch>> {
@@ -44,9 +49,10 @@ pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Op
     last = dw_node;
     let relu = take_relu(model, &mut last)?;
     let out_grid = take_fake_quant(model, &mut last)?;
+    let pool = take_max_pool(model, &mut last)?;
     let (dw, dw_bias) = (Arc::new(kernels(&dw)), Arc::new(dw_bias));
     let pw = if mid_relu { pw.with_relu() } else { pw.clone() };
-    let op = PointwiseDepthwise { pw, mid_grid, dw, dw_bias, relu, out_grid };
+    let op = PointwiseDepthwise { pw, mid_grid, dw, dw_bias, relu, out_grid, pool };
     let mut patch = TypedModelPatch::default();
     let input = patch.tap_model(model, node.inputs[0])?;
     let wire = patch.wire_node(&node.name, op, &[input])?;
@@ -63,6 +69,17 @@ fn kernels(flat: &[f32]) -> Vec<[f32; 9]> {
 fn take_relu<'m>(model: &'m TypedModel, last: &mut &'m TypedNode) -> TractResult<bool> {
     match model.single_succ(last.id)? {
         Some(next) if is_relu(model, next, last.id) => {
+            *last = next;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// Whether a [`MaxPool2x2`] alone reads `last`, which then moves on to it.
+fn take_max_pool<'m>(model: &'m TypedModel, last: &mut &'m TypedNode) -> TractResult<bool> {
+    match model.single_succ(last.id)? {
+        Some(next) if next.op_is::<MaxPool2x2>() && next.inputs.len() == 1 => {
             *last = next;
             Ok(true)
         }
@@ -145,28 +162,40 @@ pub struct PointwiseDepthwise {
     relu: bool,
     /// The grid the output is rounded to, in an INT8 graph.
     out_grid: Option<Grid>,
+    /// Whether the output is pooled, 2×2 with stride 2 (its height and
+    /// width halved, rounded down).
+    pool: bool,
 }
 
 impl Eq for PointwiseDepthwise {}
 
 impl PointwiseDepthwise {
-    /// One batch item: `x` is `ci` planes of `h`×`w`, `y` `co` planes.
-    /// Output rows are shared among tract's threads.
+    /// One batch item: `x` is `ci` planes of `h`×`w`, `y` `co` planes (of
+    /// (h/2)×(w/2) when pooled). Output rows are shared among tract's
+    /// threads, pairs of rows when pooled.
     pub fn run(&self, x: &[f32], y: &mut [f32], h: usize, w: usize) {
-        share_rows(y, (h, w), |range, share| self.rows(x, (h, w), range, share));
+        if self.pool {
+            share_rows(y, (h / 2, w / 2), |r, share| self.rows(x, (h, w), 2 * r.start..2 * r.end, share));
+        } else {
+            share_rows(y, (h, w), |range, share| self.rows(x, (h, w), range, share));
+        }
     }
 
-    /// Output rows `range` of every plane into `out` (one slice a plane,
-    /// holding those rows), a few rows at a time: each step computes the
-    /// pointwise rows it needs into `mid`, past the two it keeps from the
-    /// step before.
+    /// Block rows `range` of every plane into `out` (one slice a plane,
+    /// holding those rows, or the pooled rows of them), a few rows at a
+    /// time: each step computes the pointwise rows it needs into `mid`,
+    /// past the two it keeps from the step before.
     fn rows(&self, x: &[f32], (h, w): (usize, usize), range: Range<usize>, mut out: Vec<&mut [f32]>) {
         let co = self.pw.channels().1;
         let step = (MID_VALUES / (co * w).max(1)).max(3) - 2;
+        // Pooled, a step takes whole pairs of rows (`range` starts even).
+        let step = if self.pool { (step & !1).max(2) } else { step };
         let stride = (step + 2) * w;
         let mut mid = vec![0f32; co * stride];
         // The rows past the plane's top and bottom edges.
         let zeros = vec![0f32; w];
+        // A step's block rows before pooling, and a row of scratch.
+        let mut unpooled = vec![0f32; if self.pool { (step + 1) * w } else { 0 }];
         // The next pointwise row to compute, and the row in the first slot.
         let (mut next, mut held) = (0, 0);
         for y0 in range.clone().step_by(step) {
@@ -187,18 +216,34 @@ impl PointwiseDepthwise {
                 rows.iter_mut().for_each(|row| fake_quant_in_place(row, grid));
             }
             (next, held) = (hi, lo);
+            let (a, b) = (y0 - range.start, y1 - range.start);
+            let done = if self.pool { (a / 2 * (w / 2), b / 2 * (w / 2)) } else { (a * w, b * w) };
             for (c, (plane, out)) in mid.chunks_exact(stride).zip(out.iter_mut()).enumerate() {
                 let row = |r: Option<usize>| match r {
                     Some(r) if r >= lo && r < hi => &plane[(r - lo) * w..][..w],
                     _ => &zeros[..],
                 };
                 let inputs: Vec<&[f32]> = (y0..y1 + 2).map(|r| row(r.checked_sub(1))).collect();
-                let done = &mut out[(y0 - range.start) * w..(y1 - range.start) * w];
-                let mut dst: Vec<&mut [f32]> = done.chunks_exact_mut(w).collect();
-                depthwise_rows(&inputs, &self.dw[c], self.dw_bias[c], self.relu, &mut dst);
-                if let Some(grid) = self.out_grid {
-                    fake_quant_in_place(done, grid);
-                }
+                self.finish(c, &inputs, &mut out[done.0..done.1], &mut unpooled);
+            }
+        }
+    }
+
+    /// Channel `c`'s block rows from its pointwise rows `inputs` (one more
+    /// on each side), into `done`: directly, or through `unpooled` and
+    /// then pooled.
+    fn finish(&self, c: usize, inputs: &[&[f32]], done: &mut [f32], unpooled: &mut [f32]) {
+        let (w, n) = (inputs[0].len(), inputs.len() - 2);
+        let block = if self.pool { &mut unpooled[..n * w] } else { &mut *done };
+        let mut dst: Vec<&mut [f32]> = block.chunks_exact_mut(w).collect();
+        depthwise_rows(inputs, &self.dw[c], self.dw_bias[c], self.relu, &mut dst);
+        if let Some(grid) = self.out_grid {
+            fake_quant_in_place(block, grid);
+        }
+        if self.pool {
+            let (block, scratch) = unpooled.split_at_mut(n * w);
+            for (pair, line) in block.chunks_exact(2 * w).zip(done.chunks_exact_mut(w / 2)) {
+                pool_rows(&pair[..w], &pair[w..], line, scratch);
             }
         }
     }
@@ -209,7 +254,8 @@ impl Op for PointwiseDepthwise {
         let part = |on: bool, name: &'static str| if on { name } else { "" };
         let mid = format!("{}{}", part(self.pw.relu(), "+Relu"), part(self.mid_grid.is_some(), "+FakeQuant"));
         let (relu, out) = (part(self.relu, "+Relu"), part(self.out_grid.is_some(), "+FakeQuant"));
-        format!("FusiondPointwise{mid}+Depthwise{relu}{out}").into()
+        let pool = part(self.pool, "+MaxPool2x2");
+        format!("FusiondPointwise{mid}+Depthwise{relu}{out}{pool}").into()
     }
 
     fn info(&self) -> TractResult<Vec<String>> {
@@ -228,15 +274,16 @@ impl EvalOp for PointwiseDepthwise {
         let (ci, co) = self.pw.channels();
         let &[n, c, h, w] = x.shape() else { bail!("Conv 1×1 + 3×3: a rank-4 NCHW input, not {:?}", x.shape()) };
         ensure!(c == ci, "Conv 1×1 + 3×3: {c} input channels where the weights have {ci}");
+        let (oh, ow) = if self.pool { (h / 2, w / 2) } else { (h, w) };
         // SAFETY: every value is written below (`run` writes whole planes).
-        let mut y = unsafe { Tensor::uninitialized::<f32>(&[n, co, h, w])? };
-        if n * h * w > 0 {
+        let mut y = unsafe { Tensor::uninitialized::<f32>(&[n, co, oh, ow])? };
+        if n * oh * ow > 0 {
             let xs = x.try_as_plain_ram()?;
             let mut ys = y.try_as_plain_ram_mut()?;
             let items = xs
                 .as_slice::<f32>()?
                 .chunks_exact(c * h * w)
-                .zip(ys.as_slice_mut::<f32>()?.chunks_exact_mut(co * h * w));
+                .zip(ys.as_slice_mut::<f32>()?.chunks_exact_mut(co * oh * ow));
             for (x, y) in items {
                 self.run(x, y, h, w);
             }
@@ -249,7 +296,8 @@ impl TypedOp for PointwiseDepthwise {
     fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
         let s = &inputs[0].shape;
         ensure!(s.rank() == 4, "Conv 1×1 + 3×3: a rank-4 NCHW input, not {s:?}");
-        Ok(tvec!(f32::fact([s[0].clone(), self.pw.channels().1.to_dim(), s[2].clone(), s[3].clone()])))
+        let (h, w) = if self.pool { (s[2].clone() / 2u64, s[3].clone() / 2u64) } else { (s[2].clone(), s[3].clone()) };
+        Ok(tvec!(f32::fact([s[0].clone(), self.pw.channels().1.to_dim(), h, w])))
     }
 
     as_op!();
@@ -257,6 +305,7 @@ impl TypedOp for PointwiseDepthwise {
 
 #[cfg(test)]
 mod tests {
+    use super::super::max_pool::max_pool_2x2;
     use super::super::test_values as values;
     use super::*;
     use tract_linalg::multithread::{multithread_tract_scope, Executor};
@@ -294,26 +343,40 @@ mod tests {
             .collect()
     }
 
+    /// The block's output for `x` with `threads` threads.
+    fn run(op: &PointwiseDepthwise, x: &[f32], (h, w): (usize, usize), threads: usize) -> Vec<f32> {
+        let (oh, ow) = if op.pool { (h / 2, w / 2) } else { (h, w) };
+        let mut y = vec![f32::NAN; op.pw.channels().1 * oh * ow];
+        multithread_tract_scope(Executor::multithread(threads), || op.run(x, &mut y, h, w));
+        assert!(y.iter().all(|v| v.is_finite()), "an output left unwritten");
+        y
+    }
+
     #[test]
-    fn the_fused_block_equals_its_three_steps_whatever_the_rows_and_threads() {
-        // Small maps (one step), one pixel, and 16 × 300 (65536 / 4800 - 2
-        // = 11 rows a step: the rows kept from one step to the next).
-        for (ci, co, h, w) in [(3, 5, 7, 9), (4, 8, 1, 1), (2, 3, 40, 2), (3, 16, 40, 300)] {
-            for relu in [false, true] {
+    fn the_fused_block_equals_its_steps_whatever_the_rows_and_threads() {
+        // Small maps (one step, odd sides), one pixel, and 16 × 300 (65536
+        // / 4800 - 2 = 11 rows a step, 10 when pooled: the rows kept from
+        // one step to the next).
+        for (ci, co, h, w) in [(3, 5, 7, 9), (4, 8, 1, 1), (2, 3, 40, 2), (3, 16, 40, 300), (2, 16, 41, 300)] {
+            for (relu, pool) in [(false, false), (true, false), (false, true), (true, true)] {
                 let (pw_w, pw_b) = (values(co * ci, 1), values(co, 2));
                 // The ReLU on both halves, or on neither (SCRFD's block has both).
                 let pw = Packed::new(&pw_w, &pw_b, co, ci);
                 let pw = if relu { pw.with_relu() } else { pw };
                 let (dw, dw_bias) = (Arc::new(kernels(&values(co * 9, 3))), Arc::new(values(co, 4)));
-                let op = PointwiseDepthwise { pw, mid_grid: None, dw, dw_bias, relu, out_grid: None };
+                let op = PointwiseDepthwise { pw, mid_grid: None, dw, dw_bias, relu, out_grid: None, pool };
                 let x = values(ci * h * w, 5);
-                let want = reference(&x, &op, (&pw_w, &pw_b), h, w);
+                let mut want = reference(&x, &op, (&pw_w, &pw_b), h, w);
+                if pool {
+                    let mut pooled = vec![0f32; co * (h / 2) * (w / 2)];
+                    max_pool_2x2(&want, &mut pooled, h, w);
+                    want = pooled;
+                }
                 for threads in [1, 3] {
-                    let mut y = vec![f32::NAN; co * h * w];
-                    multithread_tract_scope(Executor::multithread(threads), || op.run(&x, &mut y, h, w));
-                    assert!(y.iter().all(|v| v.is_finite()), "an output left unwritten");
+                    let y = run(&op, &x, (h, w), threads);
                     let worst = y.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-                    assert!(worst < 1e-4, "{ci}→{co} at {h}×{w}, relu {relu}, {threads} threads: off by {worst}");
+                    let case = format!("{ci}→{co} at {h}×{w}, relu {relu}, pool {pool}, {threads} threads");
+                    assert!(worst < 1e-4, "{case}: off by {worst}");
                 }
             }
         }
