@@ -128,9 +128,10 @@ impl Backend for TractBackend {
             let prepared = super::tract_ops::prepare(&mut proto);
             if prepared != super::tract_ops::Prepared::default() {
                 log::debug!(
-                    "tract: {} constant dequantisers folded, {} quantise-dequantise pairs fused",
+                    "tract: {} constant dequantisers folded, {} quantise-dequantise pairs fused, {} convolutions merged into a sibling",
                     prepared.folded,
-                    prepared.fused_pairs
+                    prepared.fused_pairs,
+                    prepared.merged_convs
                 );
             }
         }

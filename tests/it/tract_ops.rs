@@ -155,3 +155,21 @@ fn the_fused_quantise_dequantise_pairs_give_tracts_own_outputs_to_1e_5() {
         assert!(diff <= 1e-5, "{}: the fused pairs differ from tract's by {diff}", file.display());
     }
 }
+
+/// The detectors' sibling heads run as one convolution a level: SCRFD's
+/// three 3×3 over the same 64 channels and YuNet's four 1×1 (their outputs
+/// are checked against tract's own by the test above), in the INT8 twins
+/// too once their weights are folded.
+#[test]
+fn the_detectors_sibling_heads_are_merged_into_one_convolution_a_level() {
+    for (file, merged) in [
+        (shared("models/face_detection_yunet_2023mar.onnx"), 9),
+        (shared("models/scrfd_500m_bnkps.onnx"), 6),
+        (int8_models().join("face_detection_yunet_2023mar_int8.onnx"), 9),
+        (int8_models().join("scrfd_500m_bnkps_int8.onnx"), 6),
+    ] {
+        let mut proto = tract_onnx::prelude::Framework::proto_model_for_path(&tract_onnx::onnx(), &file).unwrap();
+        let prepared = fusiond::infer::tract_ops::prepare(&mut proto);
+        assert_eq!(prepared.merged_convs, merged, "{}", file.display());
+    }
+}

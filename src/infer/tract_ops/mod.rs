@@ -30,6 +30,7 @@ mod pointwise_kernel;
 mod prelu;
 mod pw_dw;
 mod qdq_pairs;
+mod sibling_convs;
 
 pub use fake_quant::{fake_quant_in_place, FakeQuant, Grid};
 pub use max_pool::{max_pool_2x2, MaxPool2x2};
@@ -88,15 +89,74 @@ pub struct Prepared {
     pub folded: usize,
     /// Quantise-dequantise pairs fused into one node.
     pub fused_pairs: usize,
+    /// Convolutions merged into a sibling that reads the same input.
+    pub merged_convs: usize,
 }
 
-/// Rewrites an INT8 QDQ graph for tract before it is imported: constant
-/// weights dequantised ([`dequant_weights::fold`]) and the activations'
-/// quantise-dequantise pairs fused ([`qdq_pairs::fuse_pairs`]). A float
-/// graph has neither and is left as it is.
+/// Rewrites a graph for tract before it is imported. In an INT8 QDQ graph,
+/// constant weights are dequantised ([`dequant_weights::fold`]) and the
+/// activations' quantise-dequantise pairs fused ([`qdq_pairs::fuse_pairs`]);
+/// in any graph, convolutions of one input and geometry are merged
+/// ([`sibling_convs::merge`]), after the folding that makes an INT8
+/// graph's weights constants.
 pub fn prepare(proto: &mut tract_onnx::pb::ModelProto) -> Prepared {
+    let opset =
+        proto.opset_import.iter().find(|o| o.domain.is_empty() || o.domain == "ai.onnx").map_or(0, |o| o.version);
     let Some(graph) = proto.graph.as_mut() else { return Prepared::default() };
-    Prepared { folded: dequant_weights::fold(graph), fused_pairs: qdq_pairs::fuse_pairs(graph) }
+    let folded = dequant_weights::fold(graph);
+    let fused_pairs = qdq_pairs::fuse_pairs(graph);
+    Prepared { folded, fused_pairs, merged_convs: sibling_convs::merge(graph, opset) }
+}
+
+/// Whether `t` holds f32 values, as many as its dims say.
+fn holds_f32(t: &tract_onnx::pb::TensorProto) -> bool {
+    use tract_onnx::pb::tensor_proto::DataType;
+    let count = element_count(&t.dims).and_then(|n| usize::try_from(n).ok());
+    let held = if t.raw_data.is_empty() {
+        Some(t.float_data.len())
+    } else {
+        Some(t.raw_data.len() / 4).filter(|_| t.raw_data.len() % 4 == 0)
+    };
+    t.data_type == DataType::Float as i32 && count.is_some() && count == held
+}
+
+/// The values of an f32 initializer, when it holds as many as its dims say.
+fn floats(t: &tract_onnx::pb::TensorProto) -> Option<Vec<f32>> {
+    if !holds_f32(t) {
+        return None;
+    }
+    Some(if t.raw_data.is_empty() {
+        t.float_data.clone()
+    } else {
+        t.raw_data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    })
+}
+
+/// An f32 initializer of `values`, little-endian in its raw data.
+fn f32_initializer(name: &str, dims: &[i64], values: &[f32]) -> tract_onnx::pb::TensorProto {
+    tract_onnx::pb::TensorProto {
+        name: name.into(),
+        dims: dims.to_vec(),
+        data_type: tract_onnx::pb::tensor_proto::DataType::Float as i32,
+        raw_data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ..Default::default()
+    }
+}
+
+/// Removes the initializers (and graph inputs) among `sources` that no
+/// node reads and the graph does not output.
+fn drop_unread(graph: &mut tract_onnx::pb::GraphProto, sources: std::collections::HashSet<String>) {
+    let read: std::collections::HashSet<&str> = graph
+        .node
+        .iter()
+        .flat_map(|n| n.input.iter())
+        .chain(graph.output.iter().map(|o| &o.name))
+        .map(String::as_str)
+        .collect();
+    let unread: std::collections::HashSet<String> =
+        sources.into_iter().filter(|n| !read.contains(n.as_str())).collect();
+    graph.initializer.retain(|t| !unread.contains(&t.name));
+    graph.input.retain(|i| !unread.contains(&i.name));
 }
 
 /// The `co` biases of a convolution: its constant f32 bias input, or zeros
