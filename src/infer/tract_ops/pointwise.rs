@@ -9,6 +9,7 @@
 //! loaded); elsewhere, the ARM boards among them, tract's own convolution
 //! runs, since a kernel without those units would not beat tract's assembly.
 
+use super::depthwise::{may_be_depthwise, Depthwise};
 use super::is_relu;
 use super::patch_conv::PatchConv;
 use super::pointwise_kernel::{kernel_available, pointwise, Packed, Run, MAX_CI, TILE_CO};
@@ -29,15 +30,18 @@ pub fn parse(ctx: &ParsingContext, node: &NodeProto) -> TractResult<(Box<dyn Inf
     let (op, extra) = STOCK.parse(ctx, node)?;
     let conv = op.as_op().downcast_ref::<Box<dyn Expansion>>().and_then(|e| e.as_any().downcast_ref::<Conv>());
     match conv {
-        Some(conv) if kernel_available() && plain(conv) => Ok((expand(PointwiseExpansion(conv.clone())), extra)),
+        Some(conv) if kernel_available() && plain(conv) && (conv.group.unwrap_or(1) == 1 || may_be_depthwise(conv)) => {
+            Ok((expand(PointwiseExpansion(conv.clone())), extra))
+        }
         _ => Ok((op, extra)),
     }
 }
 
 /// Whether the node's attributes allow one of fusiond's convolutions: NCHW
-/// and OIHW, no groups, dilation or quantisation, the bias (if any) as the
-/// third input. The kernel's shape is checked when it is wired
-/// ([`PointwiseConv::for_facts`], [`PatchConv::for_facts`]).
+/// and OIHW, no dilation or quantisation, the bias (if any) as the third
+/// input; groups only as a depthwise convolution allows them. The kernel's
+/// shape is checked when it is wired ([`PointwiseConv::for_facts`],
+/// [`PatchConv::for_facts`], [`Depthwise::for_facts`]).
 fn plain(conv: &Conv) -> bool {
     let quantised = [
         conv.x_scale_input,
@@ -52,7 +56,6 @@ fn plain(conv: &Conv) -> bool {
         || conv.override_output_datum_type.is_some();
     conv.data_format == DataFormat::NCHW
         && conv.kernel_fmt == KernelFormat::OIHW
-        && conv.group.unwrap_or(1) == 1
         && conv.k_input.unwrap_or(1) == 1
         && conv.bias_input.is_none_or(|b| b == 2)
         && ones(&conv.dilations)
@@ -74,8 +77,9 @@ fn may_be_pointwise(conv: &Conv) -> bool {
     conv.kernel_shape.as_ref().is_none_or(|k| k.iter().all(|d| *d == 1)) && ones(&conv.strides) && no_padding
 }
 
-/// The ONNX Conv as tract parses it; wired as [`PointwiseConv`] where the
-/// facts allow, as tract's own convolution otherwise.
+/// The ONNX Conv as tract parses it; wired as [`PointwiseConv`],
+/// [`PatchConv`] or [`Depthwise`] where the facts allow, as tract's own
+/// convolution otherwise.
 #[derive(Debug, Clone)]
 struct PointwiseExpansion(Conv);
 
@@ -96,6 +100,12 @@ impl Expansion for PointwiseExpansion {
     fn wire(&self, name: &str, model: &mut TypedModel, inputs: &[OutletId]) -> TractResult<TVec<OutletId>> {
         let bias = inputs.get(2).map(|b| model.outlet_fact(*b)).transpose()?;
         let (x, w) = (model.outlet_fact(inputs[0])?, model.outlet_fact(inputs[1])?);
+        if self.0.group.unwrap_or(1) != 1 {
+            return match Depthwise::for_facts(&self.0, x, w, bias) {
+                Some(op) => model.wire_node(name, op, &inputs[..1]),
+                None => self.0.wire(name, model, inputs),
+            };
+        }
         let pointwise = may_be_pointwise(&self.0).then(|| PointwiseConv::for_facts(x, w, bias)).flatten();
         if let Some(op) = pointwise {
             return model.wire_node(name, op, &inputs[..1]);

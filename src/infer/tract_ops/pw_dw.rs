@@ -14,6 +14,7 @@
 //! [`fuse`] replaces the nodes from a [`super::pointwise::PointwiseConv`]'s `declutter`, so it
 //! applies wherever that kernel does (x86_64 with AVX2 and FMA).
 
+use super::depthwise::Depthwise;
 use super::depthwise_kernel::depthwise_rows;
 use super::fake_quant::{fake_quant_in_place, FakeQuant, Grid};
 use super::max_pool::{pool_rows, MaxPool2x2};
@@ -21,10 +22,8 @@ use super::pointwise_kernel::{pointwise, Packed, Run};
 use super::{is_relu, share_rows};
 use std::ops::Range;
 use std::sync::Arc;
-use tract_onnx::tract_core::ops::cnn::{Conv, KernelFormat, PaddingSpec};
 use tract_onnx::tract_core::{args_1, as_op, op_as_typed_op, op_out_of_plan};
 use tract_onnx::tract_hir::internal::*;
-use tract_onnx::tract_hir::ops::nn::DataFormat;
 
 /// The pointwise output a thread keeps at once, in values: 256 KiB, half
 /// the L2 cache of the smallest x86_64 core fusiond was measured on.
@@ -44,13 +43,18 @@ pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Op
     if dw_node.inputs.first() != Some(&last.id.into()) {
         return Ok(None);
     }
-    let Some(conv) = dw_node.op_as::<Conv>() else { return Ok(None) };
-    let Some((dw, dw_bias)) = depthwise_weights(model, dw_node, conv, pw.channels().1)? else { return Ok(None) };
+    let Some(dw) = dw_node.op_as::<Depthwise>().filter(|dw| dw.kernels.len() == pw.channels().1) else {
+        return Ok(None);
+    };
     last = dw_node;
-    let relu = take_relu(model, &mut last)?;
-    let out_grid = take_fake_quant(model, &mut last)?;
+    // The depthwise op may have taken in its ReLU and pair already.
+    let relu = dw.relu || (dw.out_grid.is_none() && take_relu(model, &mut last)?);
+    let out_grid = match dw.out_grid {
+        Some(grid) => Some(grid),
+        None => take_fake_quant(model, &mut last)?,
+    };
     let pool = take_max_pool(model, &mut last)?;
-    let (dw, dw_bias) = (Arc::new(kernels(&dw)), Arc::new(dw_bias));
+    let (dw, dw_bias) = (dw.kernels.clone(), dw.bias.clone());
     let pw = if mid_relu { pw.with_relu() } else { pw.clone() };
     let op = PointwiseDepthwise { pw, mid_grid, dw, dw_bias, relu, out_grid, pool };
     let mut patch = TypedModelPatch::default();
@@ -58,11 +62,6 @@ pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Op
     let wire = patch.wire_node(&node.name, op, &[input])?;
     patch.shunt_outside(model, last.id.into(), wire[0])?;
     Ok(Some(patch))
-}
-
-/// `flat` (9 values a channel) as one kernel a channel.
-fn kernels(flat: &[f32]) -> Vec<[f32; 9]> {
-    flat.chunks_exact(9).map(|k| std::array::from_fn(|i| k[i])).collect()
 }
 
 /// Whether a ReLU alone reads `last`, which then moves on to it.
@@ -98,55 +97,6 @@ fn take_fake_quant<'m>(model: &'m TypedModel, last: &mut &'m TypedNode) -> Tract
         }
         _ => Ok(None),
     }
-}
-
-/// The kernels (`co` × 9, row by row) and biases of a 3×3 depthwise
-/// convolution of `co` channels, stride 1, padded by one on every side, in
-/// f32 with constant weights; `None` for any other convolution.
-fn depthwise_weights(
-    model: &TypedModel,
-    node: &TypedNode,
-    conv: &Conv,
-    co: usize,
-) -> TractResult<Option<(Vec<f32>, Vec<f32>)>> {
-    let spec = &conv.pool_spec;
-    let ones = |v: &Option<TVec<usize>>| v.as_ref().is_none_or(|v| v.iter().all(|d| *d == 1));
-    let pads_one = match &spec.padding {
-        PaddingSpec::Explicit(b, a) | PaddingSpec::ExplicitOnnxPool(b, a, _) => b.iter().chain(a).all(|p| *p == 1),
-        PaddingSpec::SameUpper | PaddingSpec::SameLower => true,
-        PaddingSpec::Valid => false,
-    };
-    let shape_fits = spec.data_format == DataFormat::NCHW
-        && conv.kernel_fmt == KernelFormat::OIHW
-        && conv.q_params.is_none()
-        && conv.group == co
-        && spec.input_channels == co
-        && spec.output_channels == co
-        && spec.kernel_shape[..] == [3, 3]
-        && ones(&spec.strides)
-        && ones(&spec.dilations)
-        && pads_one;
-    let f32_const = |i: usize| -> TractResult<Option<Vec<f32>>> {
-        let Some(outlet) = node.inputs.get(i) else { return Ok(None) };
-        let fact = model.outlet_fact(*outlet)?;
-        match &fact.konst {
-            Some(k) if k.datum_type() == f32::datum_type() => {
-                Ok(Some(k.try_as_plain_ram()?.as_slice::<f32>()?.to_vec()))
-            }
-            _ => Ok(None),
-        }
-    };
-    if !shape_fits || node.inputs.len() > 3 {
-        return Ok(None);
-    }
-    let Some(kernel) = f32_const(1)?.filter(|k| k.len() == co * 9) else { return Ok(None) };
-    let bias = match (node.inputs.len(), f32_const(2)?) {
-        (2, _) => vec![0f32; co],
-        (_, Some(b)) if b.len() == co => b,
-        (_, Some(b)) if b.len() == 1 => vec![b[0]; co],
-        _ => return Ok(None),
-    };
-    Ok(Some((kernel, bias)))
 }
 
 /// A 1×1 convolution, a 3×3 depthwise convolution (stride 1, padded by
@@ -309,6 +259,11 @@ mod tests {
     use super::super::test_values as values;
     use super::*;
     use tract_linalg::multithread::{multithread_tract_scope, Executor};
+
+    /// `flat` (9 values a channel) as one kernel a channel.
+    fn kernels(flat: &[f32]) -> Vec<[f32; 9]> {
+        flat.chunks_exact(9).map(|k| std::array::from_fn(|i| k[i])).collect()
+    }
 
     /// The three steps one after the other, in f64, as plain loops.
     fn reference(x: &[f32], op: &PointwiseDepthwise, pw: (&[f32], &[f32]), h: usize, w: usize) -> Vec<f32> {
