@@ -6,6 +6,8 @@
 //! every pixel elsewhere, go through a scalar loop. Both add the products
 //! in tract's order, so that the outputs are tract's own bit for bit.
 
+use super::patch_conv::gather;
+
 /// The output rows `out` from the input rows `rows`: the row above the
 /// first output row, those at each output row, and the row below the last
 /// (a row of zeros past the plane's edge), each at least as long as the
@@ -122,6 +124,120 @@ unsafe fn rows_avx2<const R: usize>(
         }
     }
     1..w - 1
+}
+
+/// The output rows `out` of a 3×3 depthwise convolution at stride 2,
+/// padded by one, from `2 × out.len() + 1` input rows of `w` values (output
+/// row y reads rows 2y - 1 to 2y + 1 of the plane: the first given is the
+/// one above the first output row's, a row of zeros past the plane's
+/// edge), each output row (w + 1) / 2 long. `scratch` takes each input row
+/// split into its odd and even columns, so that the taps of 8 neighbouring
+/// outputs lie side by side. Sums in tract's order, as [`depthwise_rows`].
+pub fn depthwise_rows_s2(
+    rows: &[&[f32]],
+    k: &[f32; 9],
+    (bias, relu): (f32, bool),
+    out: &mut [&mut [f32]],
+    scratch: &mut Vec<f32>,
+) {
+    let Some(ow) = out.first().map(|o| o.len()) else { return };
+    let w = rows.first().map_or(0, |r| r.len());
+    assert!(
+        rows.len() == 2 * out.len() + 1
+            && w > 0
+            && ow == w.div_ceil(2)
+            && rows.iter().all(|r| r.len() == w)
+            && out.iter().all(|o| o.len() == ow),
+        "depthwise at stride 2: two input rows an output row and one more, outputs half as long, rounded up"
+    );
+    // A row's column 2x - 1 at x of its first ow + 1 values (a zero first,
+    // and last when w is odd), its column 2x at x of the ow after.
+    let line = 2 * ow + 1;
+    scratch.clear();
+    scratch.resize(rows.len() * line, 0.0);
+    for (row, split) in rows.iter().zip(scratch.chunks_exact_mut(line)) {
+        let (odd, even) = split.split_at_mut(ow + 1);
+        gather(even, row, 2);
+        gather(&mut odd[1..=w / 2], &row[1..], 2);
+    }
+    for (i, group) in out.chunks_mut(ROWS).enumerate() {
+        let lines = &scratch[2 * ROWS * i * line..][..(2 * group.len() + 1) * line];
+        #[cfg(target_arch = "x86_64")]
+        let done = if super::pointwise_kernel::kernel_available() {
+            // SAFETY: the CPU has AVX2, checked just above; `lines` holds
+            // 2R + 1 lines of 2 ow + 1 values and `group` R rows of ow.
+            unsafe {
+                match group.len() {
+                    4 => rows_s2_avx2::<4>(lines, k, bias, relu, group),
+                    3 => rows_s2_avx2::<3>(lines, k, bias, relu, group),
+                    2 => rows_s2_avx2::<2>(lines, k, bias, relu, group),
+                    _ => rows_s2_avx2::<1>(lines, k, bias, relu, group),
+                }
+            }
+        } else {
+            0
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let done = 0;
+        for (r, out) in group.iter_mut().enumerate() {
+            for (x, o) in out.iter_mut().enumerate().skip(done) {
+                let mut sum = bias;
+                for (dy, taps) in k.chunks_exact(3).enumerate() {
+                    let (odd, even) = lines[(2 * r + dy) * line..][..line].split_at(ow + 1);
+                    sum += taps[0] * odd[x];
+                    sum += taps[1] * even[x];
+                    sum += taps[2] * odd[x + 1];
+                }
+                *o = if relu { sum.max(0.0) } else { sum };
+            }
+        }
+    }
+}
+
+/// `R` output rows of [`depthwise_rows_s2`] from their split lines, in
+/// vectors of 8; returns how many values of each row it wrote.
+///
+/// # Safety
+/// The CPU has AVX2; `lines` holds 2R + 1 lines of 2 ow + 1 values and
+/// `out` R rows of ow.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn rows_s2_avx2<const R: usize>(
+    lines: &[f32],
+    k: &[f32; 9],
+    bias: f32,
+    relu: bool,
+    out: &mut [&mut [f32]],
+) -> usize {
+    use std::arch::x86_64::*;
+    let ow = out[0].len();
+    let line = 2 * ow + 1;
+    let t: [__m256; 9] = std::array::from_fn(|i| _mm256_set1_ps(k[i]));
+    let zero = _mm256_setzero_ps();
+    for x in (0..ow / 8).map(|v| 8 * v) {
+        // R chains of dependent adds side by side, as in `rows_avx2`.
+        let mut y = [_mm256_set1_ps(bias); R];
+        for dy in 0..3 {
+            for dx in 0..3 {
+                let tap = t[3 * dy + dx];
+                for (r, y) in y.iter_mut().enumerate() {
+                    let odd = lines.as_ptr().add((2 * r + dy) * line + x);
+                    // Column 2x - 1, 2x, 2x + 1: odd at x, even at x, odd at x + 1.
+                    let v = match dx {
+                        0 => odd,
+                        1 => odd.add(ow + 1),
+                        _ => odd.add(1),
+                    };
+                    *y = _mm256_add_ps(*y, _mm256_mul_ps(_mm256_loadu_ps(v), tap));
+                }
+            }
+        }
+        for (y, row) in y.iter().zip(out.iter_mut()) {
+            let y = if relu { _mm256_max_ps(*y, zero) } else { *y };
+            _mm256_storeu_ps(row.as_mut_ptr().add(x), y);
+        }
+    }
+    ow / 8 * 8
 }
 
 #[cfg(test)]

@@ -145,7 +145,7 @@ impl PatchConv {
 
 /// `dst[i] = src[i × stride]` for every `i` of `dst`, which `src` covers;
 /// with AVX2 (checked at run time), stride 2 takes 8 values from each 16.
-fn gather(dst: &mut [f32], src: &[f32], stride: usize) {
+pub fn gather(dst: &mut [f32], src: &[f32], stride: usize) {
     if stride == 1 {
         return dst.copy_from_slice(&src[..dst.len()]);
     }

@@ -43,7 +43,8 @@ pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Op
     if dw_node.inputs.first() != Some(&last.id.into()) {
         return Ok(None);
     }
-    let Some(dw) = dw_node.op_as::<Depthwise>().filter(|dw| dw.kernels.len() == pw.channels().1) else {
+    let Some(dw) = dw_node.op_as::<Depthwise>().filter(|dw| dw.stride == 1 && dw.kernels.len() == pw.channels().1)
+    else {
         return Ok(None);
     };
     last = dw_node;
