@@ -11,15 +11,18 @@
 //! | MaxPool 2×2, stride 2 | `max_pool::MaxPool2x2`, two rows at a time | a generic patch walk per output value |
 //! | Conv 1×1 (pointwise) (→ Relu), f32, x86_64 with AVX2 and FMA | `pointwise::PointwiseConv`, straight from NCHW rows | it copies the whole input into panels first |
 //! | Conv with at most 32 taps a patch (3 × 3 × 3: the detectors' first layer), → Relu | `patch_conv::PatchConv`, the patches of a few rows into the pointwise kernel | a direct loop over every tap |
-//! | Conv 3×3 depthwise, stride 1 (→ Relu), f32, x86_64 with AVX2 and FMA | `depthwise::Depthwise`, four rows at a time | a generic loop over every tap |
-//! | Conv 1×1 (→ Relu) → Conv 3×3 depthwise (→ Relu), with the INT8 pairs between | `pw_dw::PointwiseDepthwise`, a few rows at a time in the L2 cache | each node writes its whole output to memory and the next reads it back |
+//! | Conv 3×3 depthwise, stride 1 or 2 (→ Relu), f32, x86_64 with AVX2 and FMA | `depthwise::Depthwise`, four rows at a time | a generic loop over every tap |
+//! | Conv 1×1 (→ Relu) → Conv 3×3 depthwise (→ Relu) (→ MaxPool 2×2), with the INT8 pairs between | `pw_dw::PointwiseDepthwise`, a few rows at a time in the L2 cache | each node writes its whole output to memory and the next reads it back |
 //! | QuantizeLinear → DequantizeLinear (INT8 QDQ activations) | `fake_quant::FakeQuant`, one pass in place | two passes through a u8 tensor, a scalar rounding per value |
 //!
 //! The quantise-dequantise pairs are two ONNX nodes, so
 //! [`qdq_pairs::fuse_pairs`] first rewrites each into one node in the
 //! protobuf (see [`prepare`]), which also computes an INT8 graph's
 //! constant weights to f32 there (`dequant_weights`), since tract would
-//! analyse its way to the same constants several times slower.
+//! analyse its way to the same constants several times slower. There too,
+//! convolutions that read one input with one geometry (the detectors'
+//! heads) become one and a Split ([`sibling_convs::merge`]), so that tract
+//! packs their input once.
 
 mod depthwise;
 mod depthwise_kernel;
