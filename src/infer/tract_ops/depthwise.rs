@@ -12,8 +12,8 @@
 //! Wired where the pointwise kernel is (x86_64 with AVX2 and FMA).
 
 use super::depthwise_kernel::{depthwise_rows, depthwise_rows_s2};
-use super::fake_quant::{fake_quant_in_place, FakeQuant, Grid};
-use super::{is_relu, share_rows};
+use super::fake_quant::{fake_quant_in_place, Grid};
+use super::{next_tail, share_rows, Tail};
 use std::ops::Range;
 use std::sync::Arc;
 use tract_onnx::tract_core::{args_1, as_op, op_as_typed_op, op_out_of_plan};
@@ -162,15 +162,10 @@ impl TypedOp for Depthwise {
     /// Takes in the ReLU that alone reads this node, and then the
     /// quantise-dequantise pair that alone reads it.
     fn declutter(&self, model: &TypedModel, node: &TypedNode) -> TractResult<Option<TypedModelPatch>> {
-        let Some(next) = model.single_succ(node.id)? else { return Ok(None) };
-        let fused = if self.out_grid.is_some() {
-            return Ok(None);
-        } else if let Some(fq) = next.op_as::<FakeQuant>().filter(|_| next.inputs.len() == 1) {
-            Depthwise { out_grid: Some(fq.grid()), ..self.clone() }
-        } else if !self.relu && is_relu(model, next, node.id) {
-            Depthwise { relu: true, ..self.clone() }
-        } else {
-            return Ok(None);
+        let fused = match next_tail(model, node, self.relu, self.out_grid)? {
+            Some(Tail::Relu) => Depthwise { relu: true, ..self.clone() },
+            Some(Tail::Grid(grid)) => Depthwise { out_grid: Some(grid), ..self.clone() },
+            None => return Ok(None),
         };
         TypedModelPatch::fuse_with_next(model, node, fused).map(Some)
     }

@@ -77,12 +77,12 @@ impl StockParser {
 }
 
 /// Puts fusiond's parsers in `ops`, over tract's own (which they fall back
-/// on).
-pub fn register(ops: &mut OnnxOpRegister) {
+/// on); `quantised` for an INT8 (QDQ) graph ([`Prepared::quantised`]).
+pub fn register(ops: &mut OnnxOpRegister, quantised: bool) {
     max_pool::STOCK.take_from(ops);
     ops.insert("MaxPool", max_pool::parse);
     pointwise::STOCK.take_from(ops);
-    ops.insert("Conv", pointwise::parse);
+    ops.insert("Conv", if quantised { pointwise::parse_quantised } else { pointwise::parse });
     ops.insert("PRelu", prelu::parse);
     ops.insert(qdq_pairs::OP_TYPE, fake_quant::parse);
 }
@@ -96,6 +96,13 @@ pub struct Prepared {
     pub fused_pairs: usize,
     /// Convolutions merged into a sibling that reads the same input.
     pub merged_convs: usize,
+}
+
+impl Prepared {
+    /// Whether the graph is an INT8 (QDQ) one.
+    pub fn quantised(&self) -> bool {
+        self.folded + self.fused_pairs > 0
+    }
 }
 
 /// Rewrites a graph for tract before it is imported. In an INT8 QDQ graph,
@@ -192,6 +199,23 @@ fn is_relu(model: &TypedModel, node: &TypedNode, from: usize) -> bool {
         && (a.node == from) != (b.node == from)
         && is_zero
         && same_shape
+}
+
+/// What an op with `relu` and `grid` so far takes in next from the node
+/// that alone reads it: its ReLU, or then the quantise-dequantise pair.
+enum Tail {
+    Relu,
+    Grid(Grid),
+}
+
+fn next_tail(model: &TypedModel, node: &TypedNode, relu: bool, grid: Option<Grid>) -> TractResult<Option<Tail>> {
+    let Some(next) = model.single_succ(node.id)? else { return Ok(None) };
+    Ok(match next.op_as::<FakeQuant>() {
+        _ if grid.is_some() => None,
+        Some(fq) if next.inputs.len() == 1 => Some(Tail::Grid(fq.grid())),
+        _ if !relu && is_relu(model, next, node.id) => Some(Tail::Relu),
+        _ => None,
+    })
 }
 
 /// How many values a tensor of `dims` holds; `None` for a negative

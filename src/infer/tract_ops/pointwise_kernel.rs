@@ -18,10 +18,20 @@ const TILE_PX: usize = 24;
 /// The most input channels fusiond gives this kernel. Up to 32, tract spends as
 /// long packing the input as multiplying it: on YuNet's five such nodes
 /// this kernel takes 0.50–0.98× tract's time (`fusiond profile`, per node;
-/// 16 → 16 channels at 320×320: 2.53 against 5.09 ms). From 40 up tract's
-/// tuned product was as fast or faster in a scratch benchmark (288 → 288
-/// at 20×20: 1.58 against 1.55 ms), and it also fuses the ReLU after it.
-pub const MAX_CI: usize = 32;
+/// 16 → 16 channels at 320×320: 2.53 against 5.09 ms). With 64 (YuNet's
+/// 64 → 64 at 80×80 and below, and its merged heads) YuNet took 0.94× the
+/// time it took with 32 at one thread and 0.92× at two, SCRFD (its 40 and
+/// 64 channels) as long (`fusiond profile`, 3 rounds in turns). With all
+/// (up to SCRFD's 288 → 288 at 20×20) SCRFD took 1.15× as long: at small
+/// maps tract's tuned product is the faster.
+pub const MAX_CI: usize = 64;
+
+/// The most input channels fusiond gives this kernel in an INT8 (QDQ)
+/// graph, whose rounding after every node magnifies a difference in the
+/// last bit: up to 32 the kernel's sums give tract's own outputs, with 64
+/// the INT8 YuNet's differed from tract's by 0.23 and the INT8 ArcFace's by
+/// 0.05 (`tests/it/tract_ops.rs`).
+pub const MAX_CI_QUANTISED: usize = 32;
 
 /// A 1×1 convolution's weights for [`pointwise`]: in tiles of [`TILE_CO`]
 /// output channels, tile `t`, input channel `k`, lane `j` at
