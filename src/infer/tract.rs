@@ -118,12 +118,14 @@ impl Backend for TractBackend {
         // shape therefore comes from `specs` or from a fully static declaration.
         let start = std::time::Instant::now();
         let mut onnx = tract_onnx::onnx().with_ignore_value_info(true);
+        if self.fused_ops {
+            super::tract_ops::register(&mut onnx.op_register);
+        }
         // The weights are held once at a time: see `tract_import` (the
         // caller passes the only reference to the mapping).
         let mut proto = super::tract_import::decode(bytes)?;
         if self.fused_ops {
             let prepared = super::tract_ops::prepare(&mut proto);
-            super::tract_ops::register(&mut onnx.op_register, prepared.quantised());
             if prepared != super::tract_ops::Prepared::default() {
                 log::debug!(
                     "tract: {} constant dequantisers folded, {} quantise-dequantise pairs fused, {} convolutions merged into a sibling",

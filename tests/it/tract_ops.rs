@@ -99,7 +99,7 @@ fn the_2x2_max_pool_gives_tracts_own_outputs_to_1e_5() {
 }
 
 /// YuNet and SCRFD on a real photo at 640×640: their 1×1 convolutions of up
-/// to 64 input channels (32 in the INT8 twin) and their 3×3 depthwise ones
+/// to 64 input channels and their 3×3 depthwise ones
 /// run as fusiond's kernels where the CPU has AVX2 and FMA (tract's own
 /// elsewhere), and every output of the heads is tract's own to 1e-5 of the
 /// largest.
@@ -110,15 +110,14 @@ fn the_pointwise_convolutions_give_tracts_own_outputs_to_1e_5() {
     let kernel = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
     #[cfg(not(target_arch = "x86_64"))]
     let kernel = false;
-    // Pointwise nodes in all (up to 64 input channels in a float graph, 32
-    // in an INT8 one), those that took in the depthwise convolution (and
+    // Pointwise nodes in all (up to 64 input channels), those that took in the depthwise convolution (and
     // ReLU) after them, those of them that took in a 2×2 pool too, the
     // small-patch convolutions (the first layer; in YuNet also its six
     // 1-channel 3×3 heads) and the depthwise convolutions left on their own.
     for (file, want) in [
         (shared("models/face_detection_yunet_2023mar.onnx"), [17, 14, 2, 7, 6]),
         (shared("models/scrfd_500m_bnkps.onnx"), [10, 5, 0, 1, 15]),
-        (int8_models().join("face_detection_yunet_2023mar_int8.onnx"), [5, 5, 2, 7, 15]),
+        (int8_models().join("face_detection_yunet_2023mar_int8.onnx"), [17, 14, 2, 7, 6]),
     ] {
         let [(fused, fused_ops), (stock, stock_ops)] = both(&file, &input);
         let want = if kernel { want } else { [0; 5] };

@@ -77,12 +77,12 @@ impl StockParser {
 }
 
 /// Puts fusiond's parsers in `ops`, over tract's own (which they fall back
-/// on); `quantised` for an INT8 (QDQ) graph ([`Prepared::quantised`]).
-pub fn register(ops: &mut OnnxOpRegister, quantised: bool) {
+/// on).
+pub fn register(ops: &mut OnnxOpRegister) {
     max_pool::STOCK.take_from(ops);
     ops.insert("MaxPool", max_pool::parse);
     pointwise::STOCK.take_from(ops);
-    ops.insert("Conv", if quantised { pointwise::parse_quantised } else { pointwise::parse });
+    ops.insert("Conv", pointwise::parse);
     ops.insert("PRelu", prelu::parse);
     ops.insert(qdq_pairs::OP_TYPE, fake_quant::parse);
 }
@@ -96,13 +96,6 @@ pub struct Prepared {
     pub fused_pairs: usize,
     /// Convolutions merged into a sibling that reads the same input.
     pub merged_convs: usize,
-}
-
-impl Prepared {
-    /// Whether the graph is an INT8 (QDQ) one.
-    pub fn quantised(&self) -> bool {
-        self.folded + self.fused_pairs > 0
-    }
 }
 
 /// Rewrites a graph for tract before it is imported. In an INT8 QDQ graph,

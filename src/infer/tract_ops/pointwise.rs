@@ -2,9 +2,8 @@
 //! SCRFD's 16 to 64 channels, from 320×320 down). tract runs each as a
 //! matrix product whose input it first copies into packed panels, a pass
 //! as long as the product itself on the large early maps; see [`MAX_CI`]
-//! for where tract's own is the faster, and [`MAX_CI_QUANTISED`] for an
-//! INT8 graph. `PointwiseConv` reads the NCHW rows where they lie
-//! (`pointwise_kernel`). The Conv parser here also wires fusiond's other
+//! for where tract's own is the faster. `PointwiseConv` reads the NCHW
+//! rows where they lie (`pointwise_kernel`). The Conv parser here also wires fusiond's other
 //! convolutions ([`PatchConv`], [`Depthwise`]) where they fit.
 //!
 //! It is used only on x86_64 with AVX2 and FMA (checked when a model is
@@ -14,7 +13,7 @@
 use super::depthwise::{may_be_depthwise, Depthwise};
 use super::is_relu;
 use super::patch_conv::PatchConv;
-use super::pointwise_kernel::{kernel_available, pointwise, Packed, Run, MAX_CI, MAX_CI_QUANTISED, TILE_CO};
+use super::pointwise_kernel::{kernel_available, pointwise, Packed, Run, MAX_CI, TILE_CO};
 use super::StockParser;
 use tract_linalg::multithread::{current_tract_executor, Executor};
 use tract_onnx::model::ParsingContext;
@@ -28,28 +27,14 @@ use tract_onnx::tract_hir::ops::nn::DataFormat;
 /// tract's own Conv parser: every convolution starts there.
 pub static STOCK: StockParser = StockParser::new("Conv");
 
-/// The Conv parser of a float graph: 1×1 convolutions of up to [`MAX_CI`]
-/// input channels run as [`PointwiseConv`].
+/// The Conv parser: 1×1 convolutions of up to [`MAX_CI`] input channels
+/// run as [`PointwiseConv`].
 pub fn parse(ctx: &ParsingContext, node: &NodeProto) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)> {
-    parse_with(ctx, node, MAX_CI)
-}
-
-/// The Conv parser of an INT8 (QDQ) graph: 1×1 convolutions of up to
-/// [`MAX_CI_QUANTISED`] input channels run as [`PointwiseConv`].
-pub fn parse_quantised(ctx: &ParsingContext, node: &NodeProto) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)> {
-    parse_with(ctx, node, MAX_CI_QUANTISED)
-}
-
-fn parse_with(
-    ctx: &ParsingContext,
-    node: &NodeProto,
-    max_ci: usize,
-) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)> {
     let (op, extra) = STOCK.parse(ctx, node)?;
     let conv = op.as_op().downcast_ref::<Box<dyn Expansion>>().and_then(|e| e.as_any().downcast_ref::<Conv>());
     match conv {
         Some(conv) if kernel_available() && plain(conv) && (conv.group.unwrap_or(1) == 1 || may_be_depthwise(conv)) => {
-            Ok((expand(PointwiseExpansion(conv.clone(), max_ci)), extra))
+            Ok((expand(PointwiseExpansion(conv.clone())), extra))
         }
         _ => Ok((op, extra)),
     }
@@ -99,7 +84,7 @@ fn may_be_pointwise(conv: &Conv) -> bool {
 /// [`PatchConv`] or [`Depthwise`] where the facts allow, as tract's own
 /// convolution otherwise.
 #[derive(Debug, Clone)]
-struct PointwiseExpansion(Conv, usize);
+struct PointwiseExpansion(Conv);
 
 impl Expansion for PointwiseExpansion {
     fn name(&self) -> StaticName {
@@ -124,7 +109,7 @@ impl Expansion for PointwiseExpansion {
                 None => self.0.wire(name, model, inputs),
             };
         }
-        let pointwise = may_be_pointwise(&self.0).then(|| PointwiseConv::for_facts(x, w, bias, self.1)).flatten();
+        let pointwise = may_be_pointwise(&self.0).then(|| PointwiseConv::for_facts(x, w, bias)).flatten();
         if let Some(op) = pointwise {
             return model.wire_node(name, op, &inputs[..1]);
         }
@@ -140,14 +125,14 @@ impl Expansion for PointwiseExpansion {
 pub struct PointwiseConv(Packed);
 
 impl PointwiseConv {
-    /// The op for these input facts (weights `co`×`ci`×1×1 with `ci` at
-    /// most `max_ci`, bias `co` or none), or `None` where it does not apply.
-    pub fn for_facts(x: &TypedFact, w: &TypedFact, bias: Option<&TypedFact>, max_ci: usize) -> Option<PointwiseConv> {
+    /// The op for these input facts (weights `co`×`ci`×1×1, bias `co` or
+    /// none), or `None` where it does not apply.
+    pub fn for_facts(x: &TypedFact, w: &TypedFact, bias: Option<&TypedFact>) -> Option<PointwiseConv> {
         let f32_dt = f32::datum_type();
         let w = w.konst.as_ref()?;
         let &[co, ci, 1, 1] = w.shape() else { return None };
         let channels_match = x.shape.rank() == 4 && x.shape[1].to_usize().is_ok_and(|c| c == ci);
-        let fits = (1..=max_ci).contains(&ci) && co > 0;
+        let fits = (1..=MAX_CI).contains(&ci) && co > 0;
         if x.datum_type != f32_dt || w.datum_type() != f32_dt || !channels_match || !fits {
             return None;
         }
@@ -289,22 +274,18 @@ mod tests {
         let konst = |t: Tensor| TypedFact::try_from(t).unwrap();
         let w = konst(Tensor::from_shape(&[2, 3, 1, 1], &[1f32; 6]).unwrap());
         let bias = konst(tensor1(&[0.5f32, 1.0]));
-        let op = PointwiseConv::for_facts(&x, &w, Some(&bias), MAX_CI).expect("a pointwise convolution");
+        let op = PointwiseConv::for_facts(&x, &w, Some(&bias)).expect("a pointwise convolution");
         assert_eq!((op.0.channels(), op.0.tiles(0..2).bias[..2].to_vec()), ((3, 2), vec![0.5, 1.0]));
-        assert!(PointwiseConv::for_facts(&x, &w, None, MAX_CI).is_some(), "no bias");
+        assert!(PointwiseConv::for_facts(&x, &w, None).is_some(), "no bias");
         let three = konst(Tensor::from_shape(&[2, 3, 3, 3], &[1f32; 54]).unwrap());
-        assert!(PointwiseConv::for_facts(&x, &three, None, MAX_CI).is_none(), "a 3×3 kernel");
+        assert!(PointwiseConv::for_facts(&x, &three, None).is_none(), "a 3×3 kernel");
         let other_ci = konst(Tensor::from_shape(&[2, 4, 1, 1], &[1f32; 8]).unwrap());
-        assert!(PointwiseConv::for_facts(&x, &other_ci, None, MAX_CI).is_none(), "4 channels for 3");
-        assert!(
-            PointwiseConv::for_facts(&x, &f32::fact([2, 3, 1, 1]), None, MAX_CI).is_none(),
-            "weights computed at run time"
-        );
+        assert!(PointwiseConv::for_facts(&x, &other_ci, None).is_none(), "4 channels for 3");
+        assert!(PointwiseConv::for_facts(&x, &f32::fact([2, 3, 1, 1]), None).is_none(), "weights computed at run time");
         let wide = konst(Tensor::from_shape(&[2, MAX_CI + 1, 1, 1], &[1f32; 2 * (MAX_CI + 1)]).unwrap());
         let x_wide = f32::fact([1, MAX_CI + 1, 4, 4]);
-        assert!(PointwiseConv::for_facts(&x_wide, &wide, None, MAX_CI).is_none(), "more input channels than pay");
-        assert!(PointwiseConv::for_facts(&x_wide, &wide, None, MAX_CI + 1).is_some());
+        assert!(PointwiseConv::for_facts(&x_wide, &wide, None).is_none(), "more input channels than pay");
         let long_bias = konst(tensor1(&[0f32; 3]));
-        assert!(PointwiseConv::for_facts(&x, &w, Some(&long_bias), MAX_CI).is_none(), "3 biases for 2 channels");
+        assert!(PointwiseConv::for_facts(&x, &w, Some(&long_bias)).is_none(), "3 biases for 2 channels");
     }
 }

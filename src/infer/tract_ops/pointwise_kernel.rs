@@ -26,12 +26,12 @@ const TILE_PX: usize = 24;
 /// maps tract's tuned product is the faster.
 pub const MAX_CI: usize = 64;
 
-/// The most input channels fusiond gives this kernel in an INT8 (QDQ)
-/// graph, whose rounding after every node magnifies a difference in the
-/// last bit: up to 32 the kernel's sums give tract's own outputs, with 64
-/// the INT8 YuNet's differed from tract's by 0.23 and the INT8 ArcFace's by
-/// 0.05 (`tests/it/tract_ops.rs`).
-pub const MAX_CI_QUANTISED: usize = 32;
+/// Up to this many input channels a sum starts from the bias, past it the
+/// bias is added last, as tract's own product does there: the sums are
+/// then tract's own to the bit, which an INT8 graph's rounding after every
+/// node needs (with the bias first at 64 channels, the INT8 YuNet's outputs
+/// differed from tract's by 0.23 and the INT8 ArcFace's by 0.05).
+const BIAS_FIRST_UP_TO: usize = 32;
 
 /// A 1×1 convolution's weights for [`pointwise`]: in tiles of [`TILE_CO`]
 /// output channels, tile `t`, input channel `k`, lane `j` at
@@ -155,7 +155,9 @@ pub fn pointwise(x: Run, tiles: Tiles, y: &mut [&mut [f32]]) {
         let w = &tiles.weights[t * ci * TILE_CO..(t + 1) * ci * TILE_CO];
         for (p, out) in row[..n].iter_mut().enumerate().skip(done) {
             let column = x.data[p..].iter().step_by(x.stride).take(ci);
-            let sum = column.zip(w.iter().skip(j).step_by(TILE_CO)).fold(tiles.bias[o], |a, (x, w)| a + w * x);
+            let first = if ci <= BIAS_FIRST_UP_TO { tiles.bias[o] } else { 0.0 };
+            let sum = column.zip(w.iter().skip(j).step_by(TILE_CO)).fold(first, |a, (x, w)| a + w * x);
+            let sum = if ci > BIAS_FIRST_UP_TO { sum + tiles.bias[o] } else { sum };
             *out = if tiles.relu { sum.max(0.0) } else { sum };
         }
     }
@@ -215,9 +217,12 @@ unsafe fn tiles_avx2<const V: usize>(x: &Run, block: usize, tiles: Tiles, y: &mu
     let (ci, co) = (tiles.ci, tiles.co);
     for (t, w) in tiles.weights.chunks_exact(ci * TILE_CO).take(co.div_ceil(TILE_CO)).enumerate() {
         for q in 0..x.n / (8 * V) {
+            let bias: [__m256; TILE_CO] = std::array::from_fn(|j| _mm256_set1_ps(tiles.bias[t * TILE_CO + j]));
             let mut acc = [[_mm256_setzero_ps(); V]; TILE_CO];
-            for (j, lane) in acc.iter_mut().enumerate() {
-                *lane = [_mm256_set1_ps(tiles.bias[t * TILE_CO + j]); V];
+            if ci <= BIAS_FIRST_UP_TO {
+                for (lane, b) in acc.iter_mut().zip(&bias) {
+                    *lane = [*b; V];
+                }
             }
             let src = x.data.as_ptr().add(q * block);
             for k in 0..ci {
@@ -234,7 +239,8 @@ unsafe fn tiles_avx2<const V: usize>(x: &Run, block: usize, tiles: Tiles, y: &mu
             for (j, lane) in acc.iter().enumerate().take(co - t * TILE_CO) {
                 let dst = y.get_unchecked_mut(t * TILE_CO + j).as_mut_ptr().add(p);
                 for (i, a) in lane.iter().enumerate() {
-                    let a = if tiles.relu { _mm256_max_ps(*a, _mm256_setzero_ps()) } else { *a };
+                    let a = if ci > BIAS_FIRST_UP_TO { _mm256_add_ps(*a, bias[j]) } else { *a };
+                    let a = if tiles.relu { _mm256_max_ps(a, _mm256_setzero_ps()) } else { a };
                     _mm256_storeu_ps(dst.add(8 * i), a);
                 }
             }
