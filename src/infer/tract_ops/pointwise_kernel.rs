@@ -193,18 +193,28 @@ unsafe fn runs_avx2(x: &Run, tiles: Tiles, y: &mut [&mut [f32]]) -> usize {
             }
         }
         let copied = Run { data: &scratch[..count * ci * TILE_PX], stride: TILE_PX, n: count * TILE_PX };
-        tiles_avx2::<3>(&copied, TILE_PX * ci, tiles, y, first * TILE_PX);
+        if ci > BIAS_FIRST_UP_TO {
+            tiles_avx2::<3, true>(&copied, TILE_PX * ci, tiles, y, first * TILE_PX);
+        } else {
+            tiles_avx2::<3, false>(&copied, TILE_PX * ci, tiles, y, first * TILE_PX);
+        }
     }
     let tail = (n - blocks * TILE_PX) / 8 * 8;
     let rest = Run { data: &x.data[blocks * TILE_PX..], stride: x.stride, n: tail };
-    tiles_avx2::<1>(&rest, 8, tiles, y, blocks * TILE_PX);
+    if ci > BIAS_FIRST_UP_TO {
+        tiles_avx2::<1, true>(&rest, 8, tiles, y, blocks * TILE_PX);
+    } else {
+        tiles_avx2::<1, false>(&rest, 8, tiles, y, blocks * TILE_PX);
+    }
     blocks * TILE_PX + tail
 }
 
 /// Every output tile of `V` vectors of pixels for the input pixels of `x`
 /// (blocks of `8 × V` pixels, `block` values apart, each holding `ci`
 /// lines `x.stride` apart), the first written at pixel `p0` of each row of
-/// `y`.
+/// `y`. With `BIAS_LAST` each sum starts from zero and the bias is added
+/// at the end ([`BIAS_FIRST_UP_TO`]); the two are separate functions, so
+/// that neither carries the other's branch.
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA; `tiles` holds every tile of `y`, `x` holds
@@ -212,16 +222,24 @@ unsafe fn runs_avx2(x: &Run, tiles: Tiles, y: &mut [&mut [f32]]) -> usize {
 /// from `p0`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tiles_avx2<const V: usize>(x: &Run, block: usize, tiles: Tiles, y: &mut [&mut [f32]], p0: usize) {
+unsafe fn tiles_avx2<const V: usize, const BIAS_LAST: bool>(
+    x: &Run,
+    block: usize,
+    tiles: Tiles,
+    y: &mut [&mut [f32]],
+    p0: usize,
+) {
     use std::arch::x86_64::*;
     let (ci, co) = (tiles.ci, tiles.co);
     for (t, w) in tiles.weights.chunks_exact(ci * TILE_CO).take(co.div_ceil(TILE_CO)).enumerate() {
         for q in 0..x.n / (8 * V) {
-            let bias: [__m256; TILE_CO] = std::array::from_fn(|j| _mm256_set1_ps(tiles.bias[t * TILE_CO + j]));
+            let bias = |j: usize| _mm256_set1_ps(*tiles.bias.get_unchecked(t * TILE_CO + j));
+            // The bias is not held in registers through the sum: the 12
+            // accumulators, 3 inputs and a weight fill 16 of AVX2's 16.
             let mut acc = [[_mm256_setzero_ps(); V]; TILE_CO];
-            if ci <= BIAS_FIRST_UP_TO {
-                for (lane, b) in acc.iter_mut().zip(&bias) {
-                    *lane = [*b; V];
+            if !BIAS_LAST {
+                for (j, lane) in acc.iter_mut().enumerate() {
+                    *lane = [bias(j); V];
                 }
             }
             let src = x.data.as_ptr().add(q * block);
@@ -239,7 +257,7 @@ unsafe fn tiles_avx2<const V: usize>(x: &Run, block: usize, tiles: Tiles, y: &mu
             for (j, lane) in acc.iter().enumerate().take(co - t * TILE_CO) {
                 let dst = y.get_unchecked_mut(t * TILE_CO + j).as_mut_ptr().add(p);
                 for (i, a) in lane.iter().enumerate() {
-                    let a = if ci > BIAS_FIRST_UP_TO { _mm256_add_ps(*a, bias[j]) } else { *a };
+                    let a = if BIAS_LAST { _mm256_add_ps(*a, bias(j)) } else { *a };
                     let a = if tiles.relu { _mm256_max_ps(a, _mm256_setzero_ps()) } else { a };
                     _mm256_storeu_ps(dst.add(8 * i), a);
                 }
