@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: eed6095c1acfcb8398c2f74c7b925b989a19b1b81352bfed8ea6f5ff5561f966
-SRCREV = "f004bcb99c9476f98f39d4de9afca776fb7a4e9a"
+# fusiond-inputs: 02ad1483b1a1690b530e866f0c3ead681ac6bf22e49e07c17791fb25b2deeda9
+SRCREV = "a65b05db86171b9a6a8b21c0854babd64989f05c"
 
 S = "${WORKDIR}/git"
 
