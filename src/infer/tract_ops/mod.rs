@@ -203,12 +203,17 @@ enum Tail {
 
 fn next_tail(model: &TypedModel, node: &TypedNode, relu: bool, grid: Option<Grid>) -> TractResult<Option<Tail>> {
     let Some(next) = model.single_succ(node.id)? else { return Ok(None) };
-    Ok(match next.op_as::<FakeQuant>() {
+    Ok(match fake_quant_grid(next) {
         _ if grid.is_some() => None,
-        Some(fq) if next.inputs.len() == 1 => Some(Tail::Grid(fq.grid())),
-        _ if !relu && is_relu(model, next, node.id) => Some(Tail::Relu),
-        _ => None,
+        Some(grid) => Some(Tail::Grid(grid)),
+        None if !relu && is_relu(model, next, node.id) => Some(Tail::Relu),
+        None => None,
     })
+}
+
+/// The grid of `node` where it is a [`FakeQuant`] of one input.
+fn fake_quant_grid(node: &TypedNode) -> Option<Grid> {
+    node.op_as::<FakeQuant>().filter(|_| node.inputs.len() == 1).map(FakeQuant::grid)
 }
 
 /// How many values a tensor of `dims` holds; `None` for a negative

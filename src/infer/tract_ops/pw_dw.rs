@@ -16,7 +16,8 @@
 
 use super::depthwise::Depthwise;
 use super::depthwise_kernel::depthwise_rows;
-use super::fake_quant::{fake_quant_in_place, FakeQuant, Grid};
+use super::fake_quant::{fake_quant_in_place, Grid};
+use super::fake_quant_grid;
 use super::max_pool::{pool_rows, MaxPool2x2};
 use super::pointwise_kernel::{pointwise, Packed, Run};
 use super::{is_relu, share_rows};
@@ -32,9 +33,10 @@ const MID_VALUES: usize = 64 << 10;
 /// The patch that runs `node` (a [`super::pointwise::PointwiseConv`]), a
 /// ReLU after it (SCRFD has one there), the depthwise convolution and a
 /// ReLU after that as one [`PointwiseDepthwise`], when each feeds only the
-/// next, and a 2×2 max pooling after them. In an INT8 graph the quantise-dequantise pair ([`FakeQuant`]) after
-/// the pointwise half and the one after the depthwise half (or its ReLU)
-/// are taken in too.
+/// next, and a 2×2 max pooling after them. In an INT8 graph the
+/// quantise-dequantise pair ([`super::FakeQuant`]) after the pointwise
+/// half and the one after the depthwise half (or its ReLU) are taken in
+/// too.
 pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Option<TypedModelPatch>> {
     let mut last = node;
     let mid_relu = take_relu(model, &mut last)?;
@@ -65,39 +67,35 @@ pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Op
     Ok(Some(patch))
 }
 
+/// What `pick` finds in the node that alone reads `last`, which then moves
+/// on to that node; `None` (and `last` stays) where it finds nothing.
+fn take<'m, T>(
+    model: &'m TypedModel,
+    last: &mut &'m TypedNode,
+    pick: impl Fn(&TypedNode, usize) -> Option<T>,
+) -> TractResult<Option<T>> {
+    let Some(next) = model.single_succ(last.id)? else { return Ok(None) };
+    let picked = pick(next, last.id);
+    if picked.is_some() {
+        *last = next;
+    }
+    Ok(picked)
+}
+
 /// Whether a ReLU alone reads `last`, which then moves on to it.
 fn take_relu<'m>(model: &'m TypedModel, last: &mut &'m TypedNode) -> TractResult<bool> {
-    match model.single_succ(last.id)? {
-        Some(next) if is_relu(model, next, last.id) => {
-            *last = next;
-            Ok(true)
-        }
-        _ => Ok(false),
-    }
+    Ok(take(model, last, |next, from| is_relu(model, next, from).then_some(()))?.is_some())
 }
 
 /// Whether a [`MaxPool2x2`] alone reads `last`, which then moves on to it.
 fn take_max_pool<'m>(model: &'m TypedModel, last: &mut &'m TypedNode) -> TractResult<bool> {
-    match model.single_succ(last.id)? {
-        Some(next) if next.op_is::<MaxPool2x2>() && next.inputs.len() == 1 => {
-            *last = next;
-            Ok(true)
-        }
-        _ => Ok(false),
-    }
+    Ok(take(model, last, |next, _| (next.op_is::<MaxPool2x2>() && next.inputs.len() == 1).then_some(()))?.is_some())
 }
 
-/// The grid of the [`FakeQuant`] that alone reads `last`, which then moves
+/// The grid of the [`super::FakeQuant`] that alone reads `last`, which then moves
 /// on to it.
 fn take_fake_quant<'m>(model: &'m TypedModel, last: &mut &'m TypedNode) -> TractResult<Option<Grid>> {
-    let Some(next) = model.single_succ(last.id)? else { return Ok(None) };
-    match next.op_as::<FakeQuant>() {
-        Some(fq) if next.inputs.len() == 1 => {
-            *last = next;
-            Ok(Some(fq.grid()))
-        }
-        _ => Ok(None),
-    }
+    take(model, last, |next, _| fake_quant_grid(next))
 }
 
 /// A 1×1 convolution, a 3×3 depthwise convolution (stride 1, padded by
