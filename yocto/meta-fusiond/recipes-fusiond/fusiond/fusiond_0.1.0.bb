@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 02ad1483b1a1690b530e866f0c3ead681ac6bf22e49e07c17791fb25b2deeda9
-SRCREV = "a65b05db86171b9a6a8b21c0854babd64989f05c"
+# fusiond-inputs: 3516c35e0dbc797ccba6c8a686b646b3cb06b2aa80f5106e056d82d8b00c2124
+SRCREV = "b949bc7c8f3dd12c03081da0baa33880c55c8825"
 
 S = "${WORKDIR}/git"
 
