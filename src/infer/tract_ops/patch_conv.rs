@@ -7,8 +7,15 @@
 //! the ReLU after it, taken in by `declutter`. The taps are summed in
 //! tract's own order (input channel, kernel row, kernel column, from the
 //! bias, by FMA), so the outputs are those of tract's vectorised loop.
+//!
+//! A convolution with very many taps (at least [`gemm_conv::MIN_TAPS`],
+//! the swapper's) is the same op with another kernel: the blocked product
+//! of [`gemm_conv`], whose sums are those of tract's product (bit for bit
+//! in `tests/it/tract_ops.rs`).
 
 use super::fake_quant::{fake_quant_in_place, Grid};
+use super::gemm_conv;
+use super::gemm_kernel::GemmWeights;
 use super::pointwise_kernel::{pointwise, Packed, Run};
 use super::share_rows;
 use super::{next_tail, Tail};
@@ -23,21 +30,30 @@ const STRIP_VALUES: usize = 64 << 10;
 /// Where the kernel's taps fall: input and output sizes, kernel, strides
 /// and the padding before each axis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Geometry {
-    ci: usize,
-    input: (usize, usize),
-    output: (usize, usize),
-    kernel: (usize, usize),
-    stride: (usize, usize),
-    before: (usize, usize),
+pub struct Geometry {
+    pub ci: usize,
+    pub input: (usize, usize),
+    pub output: (usize, usize),
+    pub kernel: (usize, usize),
+    pub stride: (usize, usize),
+    pub before: (usize, usize),
 }
 
-/// A small-patch convolution, as the module describes.
+/// How the patches meet the weights.
+#[derive(Debug, Clone, PartialEq)]
+enum Kernel {
+    /// A few rows of patches at a time through the pointwise kernel, the
+    /// weights as a 1×1 convolution of the patch rows, in OIHW order.
+    Patches(Packed),
+    /// A product blocked for the caches ([`gemm_conv`]), for many taps.
+    Gemm(GemmWeights),
+}
+
+/// A convolution run on its patches, as the module describes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PatchConv {
     geometry: Geometry,
-    /// The weights as a 1×1 convolution of the patch rows, in OIHW order.
-    pw: Packed,
+    kernel: Kernel,
     relu: bool,
     /// The grid of the quantise-dequantise pair after it, in an INT8 graph.
     out_grid: Option<Grid>,
@@ -52,17 +68,16 @@ impl Eq for PatchConv {}
 /// L1 and L2 caches.
 const MAX_TAPS: usize = 32;
 
-impl PatchConv {
-    /// The op for this ONNX convolution (already found plain) and these
-    /// facts: an f32 input of fixed size, constant f32 weights whose patch
-    /// has at most [`MAX_TAPS`] taps, explicit padding; `None` otherwise.
-    pub fn for_facts(conv: &Conv, x: &TypedFact, w: &TypedFact, bias: Option<&TypedFact>) -> Option<PatchConv> {
-        let konst = w.konst.as_ref()?;
+impl Geometry {
+    /// The geometry of an ONNX convolution over an f32 NCHW input of fixed
+    /// size with constant f32 OIHW weights `konst` and explicit padding;
+    /// `None` for any other.
+    fn of(conv: &Conv, x: &TypedFact, konst: &Tensor) -> Option<Geometry> {
         let &[co, ci, kh, kw] = konst.shape() else { return None };
         let size = |d: usize| x.shape.get(d)?.to_usize().ok();
         let (c, h, wd) = (size(1)?, size(2)?, size(3)?);
         let f32_dt = f32::datum_type();
-        let fits = c == ci && ci * kh * kw <= MAX_TAPS && kh * kw > 1 && co > 0 && x.shape.rank() == 4;
+        let fits = c == ci && kh * kw > 0 && co > 0 && x.shape.rank() == 4;
         if x.datum_type != f32_dt || konst.datum_type() != f32_dt || !fits {
             return None;
         }
@@ -79,24 +94,60 @@ impl PatchConv {
             return None;
         }
         let output = ((padded_h - kh) / sy + 1, (padded_w - kw) / sx + 1);
-        let geometry = Geometry { ci, input: (h, wd), output, kernel: (kh, kw), stride: (sy, sx), before: (bt, bl) };
+        Some(Geometry { ci, input: (h, wd), output, kernel: (kh, kw), stride: (sy, sx), before: (bt, bl) })
+    }
+
+    fn taps(&self) -> usize {
+        self.ci * self.kernel.0 * self.kernel.1
+    }
+}
+
+impl PatchConv {
+    /// The op for this ONNX convolution (already found plain) and these
+    /// facts, where [`Geometry::of`] finds one: with at most [`MAX_TAPS`]
+    /// taps (and more than one a channel) through the pointwise kernel,
+    /// with more where [`gemm_conv::pays`]; `None` otherwise.
+    pub fn for_facts(conv: &Conv, x: &TypedFact, w: &TypedFact, bias: Option<&TypedFact>) -> Option<PatchConv> {
+        let konst = w.konst.as_ref()?;
+        let geometry = Geometry::of(conv, x, konst)?;
+        let (co, taps, (kh, kw)) = (konst.shape()[0], geometry.taps(), geometry.kernel);
+        let small = taps <= MAX_TAPS && kh * kw > 1;
+        if !small && !gemm_conv::pays(taps) {
+            return None;
+        }
         let bias = super::const_bias(bias, co)?;
         let weights = konst.try_as_plain_ram().ok()?;
-        let pw = Packed::new(weights.as_slice::<f32>().ok()?, &bias, co, ci * kh * kw);
-        Some(PatchConv { geometry, pw, relu: false, out_grid: None })
+        let weights = weights.as_slice::<f32>().ok()?;
+        let kernel = if small {
+            Kernel::Patches(Packed::new(weights, &bias, co, taps))
+        } else {
+            Kernel::Gemm(GemmWeights::new(weights, &bias, co, taps))
+        };
+        Some(PatchConv { geometry, kernel, relu: false, out_grid: None })
+    }
+
+    /// Output channels.
+    fn co(&self) -> usize {
+        match &self.kernel {
+            Kernel::Patches(pw) => pw.channels().1,
+            Kernel::Gemm(w) => w.shape().0,
+        }
     }
 
     /// One batch item: `x` is `ci` input planes, `y` `co` output planes.
     /// Output rows are shared among tract's threads.
     pub fn run(&self, x: &[f32], y: &mut [f32]) {
-        share_rows(y, self.geometry.output, |range, share| self.rows(x, range, share));
+        match &self.kernel {
+            Kernel::Patches(pw) => share_rows(y, self.geometry.output, |range, share| self.rows(pw, x, range, share)),
+            Kernel::Gemm(w) => gemm_conv::run(&self.geometry, w, (self.relu, self.out_grid), x, y),
+        }
     }
 
     /// Output rows `range` of every plane into `out` (one slice a plane,
     /// holding those rows), a few rows at a time.
-    fn rows(&self, x: &[f32], range: Range<usize>, mut out: Vec<&mut [f32]>) {
+    fn rows(&self, pw: &Packed, x: &[f32], range: Range<usize>, mut out: Vec<&mut [f32]>) {
         let ow = self.geometry.output.1;
-        let (taps, co) = self.pw.channels();
+        let (taps, co) = pw.channels();
         let step = (STRIP_VALUES / ((taps + co) * ow).max(1)).max(1);
         let mut patches = vec![0f32; taps * step * ow];
         for y0 in range.clone().step_by(step) {
@@ -105,7 +156,7 @@ impl PatchConv {
             self.im2col(x, y0..y1, &mut patches[..taps * n]);
             let patch_run = Run { data: &patches[..taps * n], stride: n, n };
             let mut rows: Vec<&mut [f32]> = out.iter_mut().map(|o| &mut o[(y0 - range.start) * ow..][..n]).collect();
-            pointwise(patch_run, self.pw.tiles(0..co), &mut rows);
+            pointwise(patch_run, pw.tiles(0..co), &mut rows);
             for row in rows {
                 if self.relu {
                     row.iter_mut().for_each(|v| *v = v.max(0.0));
@@ -195,12 +246,13 @@ impl Op for PatchConv {
     fn name(&self) -> StaticName {
         let relu = if self.relu { "+Relu" } else { "" };
         let grid = if self.out_grid.is_some() { "+FakeQuant" } else { "" };
-        format!("FusiondPatchConv{relu}{grid}").into()
+        let kind = if matches!(self.kernel, Kernel::Gemm(_)) { "Gemm" } else { "Patch" };
+        format!("Fusiond{kind}Conv{relu}{grid}").into()
     }
 
     fn info(&self) -> TractResult<Vec<String>> {
         let g = self.geometry;
-        Ok(vec![format!("{:?} kernel, {:?} stride, {} taps", g.kernel, g.stride, self.pw.channels().0)])
+        Ok(vec![format!("{:?} kernel, {:?} stride, {} taps", g.kernel, g.stride, g.taps())])
     }
 
     op_as_typed_op!();
@@ -212,7 +264,7 @@ impl EvalOp for PatchConv {
     fn eval(&self, _ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
         let x = args_1!(inputs);
         let g = self.geometry;
-        let co = self.pw.channels().1;
+        let co = self.co();
         let &[n, c, h, w] = x.shape() else { bail!("Conv: a rank-4 NCHW input, not {:?}", x.shape()) };
         ensure!((c, (h, w)) == (g.ci, g.input), "Conv: input {:?} where the model was planned for {:?}", x.shape(), g);
         let (oh, ow) = g.output;
@@ -238,7 +290,7 @@ impl TypedOp for PatchConv {
         let s = &inputs[0].shape;
         ensure!(s.rank() == 4, "Conv: a rank-4 NCHW input, not {s:?}");
         let (oh, ow) = self.geometry.output;
-        Ok(tvec!(f32::fact([s[0].clone(), self.pw.channels().1.to_dim(), oh.to_dim(), ow.to_dim()])))
+        Ok(tvec!(f32::fact([s[0].clone(), self.co().to_dim(), oh.to_dim(), ow.to_dim()])))
     }
 
     /// Takes in the ReLU that alone reads this node, and then the
@@ -256,29 +308,30 @@ impl TypedOp for PatchConv {
 }
 
 #[cfg(test)]
+/// The convolution as plain loops over every output and tap, in f64.
+pub fn reference_conv(x: &[f32], w: &[f32], b: &[f32], g: Geometry, co: usize, relu: bool) -> Vec<f32> {
+    let ((h, wd), (oh, ow), (kh, kw), (sy, sx), (bt, bl)) = (g.input, g.output, g.kernel, g.stride, g.before);
+    let mut y = vec![0f32; co * oh * ow];
+    for (i, out) in y.iter_mut().enumerate() {
+        let (o, oy, ox) = (i / (oh * ow), i / ow % oh, i % ow);
+        let mut sum = b[o] as f64;
+        for (c, dy, dx) in (0..g.ci).flat_map(|c| (0..kh).flat_map(move |dy| (0..kw).map(move |dx| (c, dy, dx)))) {
+            let (iy, ix) = ((oy * sy + dy) as isize - bt as isize, (ox * sx + dx) as isize - bl as isize);
+            if (0..h as isize).contains(&iy) && (0..wd as isize).contains(&ix) {
+                let tap = w[((o * g.ci + c) * kh + dy) * kw + dx] as f64;
+                sum += tap * x[(c * h + iy as usize) * wd + ix as usize] as f64;
+            }
+        }
+        *out = if relu { sum.max(0.0) as f32 } else { sum as f32 };
+    }
+    y
+}
+
+#[cfg(test)]
 mod tests {
     use super::super::test_values as values;
     use super::*;
     use tract_linalg::multithread::{multithread_tract_scope, Executor};
-
-    /// The convolution as plain loops over every output and tap, in f64.
-    fn reference(x: &[f32], w: &[f32], b: &[f32], g: Geometry, co: usize, relu: bool) -> Vec<f32> {
-        let ((h, wd), (oh, ow), (kh, kw), (sy, sx), (bt, bl)) = (g.input, g.output, g.kernel, g.stride, g.before);
-        let mut y = vec![0f32; co * oh * ow];
-        for (i, out) in y.iter_mut().enumerate() {
-            let (o, oy, ox) = (i / (oh * ow), i / ow % oh, i % ow);
-            let mut sum = b[o] as f64;
-            for (c, dy, dx) in (0..g.ci).flat_map(|c| (0..kh).flat_map(move |dy| (0..kw).map(move |dx| (c, dy, dx)))) {
-                let (iy, ix) = ((oy * sy + dy) as isize - bt as isize, (ox * sx + dx) as isize - bl as isize);
-                if (0..h as isize).contains(&iy) && (0..wd as isize).contains(&ix) {
-                    let tap = w[((o * g.ci + c) * kh + dy) * kw + dx] as f64;
-                    sum += tap * x[(c * h + iy as usize) * wd + ix as usize] as f64;
-                }
-            }
-            *out = if relu { sum.max(0.0) as f32 } else { sum as f32 };
-        }
-        y
-    }
 
     #[test]
     fn gathering_takes_every_stride_th_value_whatever_the_length() {
@@ -308,9 +361,9 @@ mod tests {
             let g = Geometry { ci, input: (h, wd), output, kernel: (kh, kw), stride: (sy, sx), before: (bt, bl) };
             let (w, b, x) = (values(co * ci * kh * kw, 1), values(co, 2), values(ci * h * wd, 3));
             for relu in [false, true] {
-                let pw = Packed::new(&w, &b, co, ci * kh * kw);
-                let op = PatchConv { geometry: g, pw, relu, out_grid: None };
-                let want = reference(&x, &w, &b, g, co, relu);
+                let kernel = Kernel::Patches(Packed::new(&w, &b, co, ci * kh * kw));
+                let op = PatchConv { geometry: g, kernel, relu, out_grid: None };
+                let want = reference_conv(&x, &w, &b, g, co, relu);
                 for threads in [1, 3] {
                     let mut y = vec![f32::NAN; co * output.0 * output.1];
                     multithread_tract_scope(Executor::multithread(threads), || op.run(&x, &mut y));
