@@ -109,6 +109,7 @@ fn pack(
 
 #[cfg(test)]
 mod tests {
+    use super::super::gemm_kernel::pack;
     use super::super::patch_conv::reference_conv;
     use super::super::test_values as values;
     use super::*;
@@ -132,7 +133,9 @@ mod tests {
             let output = ((h + bt + at - kh) / sy + 1, (wd + bl + al - kw) / sx + 1);
             let g = Geometry { ci, input: (h, wd), output, kernel: (kh, kw), stride: (sy, sx), before: (bt, bl) };
             let (w, b, x) = (values(co * ci * kh * kw, 1), values(co, 2), values(ci * h * wd, 3));
-            let packed = GemmWeights::new(&w, &b, co, ci * kh * kw);
+            let weights = w.clone();
+            let packer = Box::new(move || pack(&weights, co, ci * kh * kw));
+            let packed = GemmWeights::deferred(packer, &b, co, ci * kh * kw);
             for relu in [false, true] {
                 let want = reference_conv(&x, &w, &b, g, co, relu);
                 for threads in [1, 3] {

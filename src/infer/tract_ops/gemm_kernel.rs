@@ -15,7 +15,7 @@
 //! product.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Output channels per tile, one broadcast weight each.
 pub const MR: usize = 6;
@@ -28,37 +28,51 @@ const MC: usize = 96;
 /// Pixels whose patches are packed at once, one tap block of them (512 KiB).
 const NC: usize = 512;
 
-/// A convolution's weights for [`gemm`]: tap block `b`, panel `p` of
-/// [`MR`] output channels, tap `t` of the block and channel `r` of the
-/// panel at `((b × panels + p) × KC + t) × MR + r` (channels past `co`
-/// are zero); the biases padded to whole panels likewise.
-#[derive(Debug, Clone, PartialEq)]
+/// A convolution's weights for [`gemm`], packed when they are first used
+/// ([`pack`]), and the biases padded to whole panels of [`MR`]. Until then
+/// they are the model's own tensor, which packing lets go of: packed when
+/// the op was made, the swapper's weights were held twice while tract built
+/// its plan (its peak RSS 1.9× the file instead of 1.3×).
+#[derive(Clone)]
 pub struct GemmWeights {
     co: usize,
     k: usize,
-    data: Arc<Vec<f32>>,
     bias: Arc<Vec<f32>>,
+    packing: Arc<Packing>,
+}
+
+/// What packs the weights (reading the model's tensor, which it then
+/// drops), and what it packed.
+pub type Packer = Box<dyn FnOnce() -> Vec<f32> + Send>;
+
+struct Packing {
+    packer: Mutex<Option<Packer>>,
+    packed: OnceLock<Vec<f32>>,
+}
+
+impl PartialEq for GemmWeights {
+    fn eq(&self, other: &Self) -> bool {
+        (self.co, self.k, &self.bias) == (other.co, other.k, &other.bias) && Arc::ptr_eq(&self.packing, &other.packing)
+    }
 }
 
 impl Eq for GemmWeights {}
 
+impl std::fmt::Debug for GemmWeights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let packed = self.packing.packed.get().is_some();
+        write!(f, "GemmWeights {{ co: {}, k: {}, packed: {packed} }}", self.co, self.k)
+    }
+}
+
 impl GemmWeights {
-    /// Packs `weights` (`co` rows of `k` taps) and `bias` (`co`).
-    pub fn new(weights: &[f32], bias: &[f32], co: usize, k: usize) -> GemmWeights {
-        let panels = co.div_ceil(MR);
-        let mut data = vec![0f32; k.div_ceil(KC) * panels * KC * MR];
-        for (o, row) in weights.chunks_exact(k).take(co).enumerate() {
-            let (p, r) = (o / MR, o % MR);
-            for (block, taps) in row.chunks(KC).enumerate() {
-                let panel = &mut data[(block * panels + p) * KC * MR..][..KC * MR];
-                for (t, w) in taps.iter().enumerate() {
-                    panel[t * MR + r] = *w;
-                }
-            }
-        }
-        let mut lanes = vec![0f32; panels * MR];
+    /// The weights that `packer` packs ([`pack`]: `co` rows of `k` taps)
+    /// when they are first used, and `bias` (`co`).
+    pub fn deferred(packer: Packer, bias: &[f32], co: usize, k: usize) -> GemmWeights {
+        let mut lanes = vec![0f32; co.div_ceil(MR) * MR];
         lanes[..co].copy_from_slice(&bias[..co]);
-        GemmWeights { co, k, data: Arc::new(data), bias: Arc::new(lanes) }
+        let packing = Packing { packer: Mutex::new(Some(packer)), packed: OnceLock::new() };
+        GemmWeights { co, k, bias: Arc::new(lanes), packing: Arc::new(packing) }
     }
 
     /// Output channels and taps.
@@ -66,9 +80,39 @@ impl GemmWeights {
         (self.co, self.k)
     }
 
-    fn panel(&self, block: usize, p: usize) -> &[f32] {
-        &self.data[(block * self.co.div_ceil(MR) + p) * KC * MR..][..KC * MR]
+    /// The packed weights, packed by the first call.
+    fn packed(&self) -> &[f32] {
+        self.packing.packed.get_or_init(|| {
+            let packer = self.packing.packer.lock().ok().and_then(|mut p| p.take());
+            // Without a packer (a panic while packing), zeros rather than
+            // a second panic.
+            packer.map_or_else(|| vec![0f32; self.k.div_ceil(KC) * self.co.div_ceil(MR) * KC * MR], |p| p())
+        })
     }
+}
+
+/// `weights` (`co` rows of `k` taps; zeros where it holds fewer) packed for
+/// [`gemm`]: tap block `b`, panel `p` of [`MR`] output channels, tap `t`
+/// of the block and channel `r` of the panel at `((b × panels + p) × KC +
+/// t) × MR + r` (channels past `co` are zero).
+pub fn pack(weights: &[f32], co: usize, k: usize) -> Vec<f32> {
+    let panels = co.div_ceil(MR);
+    let mut data = vec![0f32; k.div_ceil(KC) * panels * KC * MR];
+    for (o, row) in weights.chunks_exact(k.max(1)).take(co).enumerate() {
+        let (p, r) = (o / MR, o % MR);
+        for (block, taps) in row.chunks(KC).enumerate() {
+            let panel = &mut data[(block * panels + p) * KC * MR..][..KC * MR];
+            for (t, w) in taps.iter().enumerate() {
+                panel[t * MR + r] = *w;
+            }
+        }
+    }
+    data
+}
+
+/// Panel `p` of tap block `block` of the `packed` weights of `co` channels.
+fn weight_panel(packed: &[f32], co: usize, block: usize, p: usize) -> &[f32] {
+    &packed[(block * co.div_ceil(MR) + p) * KC * MR..][..KC * MR]
 }
 
 /// What a call of the kernel does besides summing its taps.
@@ -97,6 +141,7 @@ where
     assert!(out.len() == w.co && out.iter().all(|row| row.len() >= n), "gemm: the output does not fit the weights");
     let (pixel_panels, row_panels, blocks) = (n.div_ceil(NR), w.co.div_ceil(MR), w.k.div_ceil(KC));
     let (chunk, kc_max) = ((NC / NR).min(pixel_panels).max(1), KC.min(w.k));
+    let weights = w.packed();
     let mut packed = vec![0f32; chunk * kc_max * NR];
     let mut partial = vec![0f32; if blocks > 1 { row_panels * chunk * MR * NR } else { 0 }];
     for j0 in (0..pixel_panels).step_by(chunk) {
@@ -111,7 +156,7 @@ where
             for p0 in (0..row_panels).step_by(MC / MR) {
                 for (q, (panel, j)) in packed.chunks_exact(kc_max * NR).zip(js.clone()).enumerate() {
                     for p in p0..(p0 + MC / MR).min(row_panels) {
-                        let a = &w.panel(block, p)[..kc * MR];
+                        let a = &weight_panel(weights, w.co, block, p)[..kc * MR];
                         let bias = &w.bias[p * MR..][..MR];
                         let part = match partial.len() {
                             0 => &mut [][..],
@@ -242,7 +287,8 @@ mod tests {
         // a packed chunk (5, 37, 530).
         for (co, k, n) in [(7, 9, 37), (1, 600, 5), (100, 300, 530), (12, 256, 16)] {
             let (w, b, x) = (values(co * k, 1), values(co, 2), values(k * n, 3));
-            let packed = GemmWeights::new(&w, &b, co, k);
+            let weights = w.clone();
+            let packed = GemmWeights::deferred(Box::new(move || pack(&weights, co, k)), &b, co, k);
             let pack = |taps: Range<usize>, p0: usize, dst: &mut [f32]| {
                 for (t, line) in taps.zip(dst.chunks_exact_mut(NR)) {
                     for (i, v) in line.iter_mut().enumerate() {

@@ -15,7 +15,7 @@
 
 use super::fake_quant::{fake_quant_in_place, Grid};
 use super::gemm_conv;
-use super::gemm_kernel::GemmWeights;
+use super::gemm_kernel::{self, GemmWeights};
 use super::pointwise_kernel::{pointwise, Packed, Run};
 use super::share_rows;
 use super::{next_tail, Tail};
@@ -116,12 +116,17 @@ impl PatchConv {
             return None;
         }
         let bias = super::const_bias(bias, co)?;
-        let weights = konst.try_as_plain_ram().ok()?;
-        let weights = weights.as_slice::<f32>().ok()?;
         let kernel = if small {
-            Kernel::Patches(Packed::new(weights, &bias, co, taps))
+            let weights = konst.try_as_plain_ram().ok()?;
+            Kernel::Patches(Packed::new(weights.as_slice::<f32>().ok()?, &bias, co, taps))
         } else {
-            Kernel::Gemm(GemmWeights::new(weights, &bias, co, taps))
+            konst.try_as_plain_ram().ok()?.as_slice::<f32>().ok()?;
+            let konst = konst.clone();
+            let packer = move || {
+                let weights = konst.try_as_plain_ram().ok();
+                gemm_kernel::pack(weights.as_ref().and_then(|w| w.as_slice::<f32>().ok()).unwrap_or(&[]), co, taps)
+            };
+            Kernel::Gemm(GemmWeights::deferred(Box::new(packer), &bias, co, taps))
         };
         Some(PatchConv { geometry, kernel, relu: false, out_grid: None })
     }
