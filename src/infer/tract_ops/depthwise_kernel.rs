@@ -6,7 +6,7 @@
 //! every pixel elsewhere, go through a scalar loop. Both add the products
 //! in tract's order, so that the outputs are tract's own bit for bit.
 
-use super::patch_conv::gather;
+use super::gather::gather;
 
 /// The output rows `out` from the input rows `rows`: the row above the
 /// first output row, those at each output row, and the row below the last

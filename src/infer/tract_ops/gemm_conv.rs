@@ -7,8 +7,9 @@
 //! of the padded input, copied (or, at stride 2, gathered) as a whole.
 
 use super::fake_quant::{fake_quant_in_place, Grid};
+use super::gather::gather;
 use super::gemm_kernel::{gemm, GemmWeights, NR};
-use super::patch_conv::{gather, Geometry};
+use super::patch_conv::Geometry;
 use super::share_rows;
 use std::borrow::Cow;
 use std::ops::Range;
@@ -102,51 +103,6 @@ fn pack(
             (dx, dy) = (0, dy + 1);
             if dy == kh {
                 (dy, c) = (0, c + 1);
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::gemm_kernel::pack;
-    use super::super::patch_conv::reference_conv;
-    use super::super::test_values as values;
-    use super::*;
-    use tract_linalg::multithread::{multithread_tract_scope, Executor};
-
-    #[test]
-    fn every_output_is_its_bias_plus_the_taps_under_it_at_any_stride_and_padding() {
-        // (ci, co, input, kernel, stride, padding before and after): the
-        // swapper's 3×3 at stride 1 and 2 on small maps whose rows are not
-        // whole panels, its 7×7, a 1×1 over many channels, a padding that
-        // reaches past the last tap, and more taps than one block.
-        let cases = [
-            (40, 13, (9, 7), (3, 3), (1, 1), (1, 1), (1, 1)),
-            (8, 7, (12, 11), (3, 3), (2, 2), (1, 1), (1, 1)),
-            (3, 5, (20, 19), (7, 7), (1, 1), (3, 3), (3, 3)),
-            (100, 9, (5, 6), (1, 1), (1, 1), (0, 0), (0, 0)),
-            (4, 6, (6, 6), (3, 3), (2, 2), (0, 0), (2, 2)),
-            (64, 20, (10, 40), (3, 3), (1, 1), (1, 1), (1, 1)),
-        ];
-        for (ci, co, (h, wd), (kh, kw), (sy, sx), (bt, bl), (at, al)) in cases {
-            let output = ((h + bt + at - kh) / sy + 1, (wd + bl + al - kw) / sx + 1);
-            let g = Geometry { ci, input: (h, wd), output, kernel: (kh, kw), stride: (sy, sx), before: (bt, bl) };
-            let (w, b, x) = (values(co * ci * kh * kw, 1), values(co, 2), values(ci * h * wd, 3));
-            let weights = w.clone();
-            let packer = Box::new(move || pack(&weights, co, ci * kh * kw));
-            let packed = GemmWeights::deferred(packer, &b, co, ci * kh * kw);
-            for relu in [false, true] {
-                let want = reference_conv(&x, &w, &b, g, co, relu);
-                for threads in [1, 3] {
-                    let mut y = vec![f32::NAN; co * output.0 * output.1];
-                    multithread_tract_scope(Executor::multithread(threads), || {
-                        run(&g, &packed, (relu, None), &x, &mut y)
-                    });
-                    assert!(y.iter().all(|v| v.is_finite()), "{g:?}: an output left unwritten");
-                    let worst = y.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-                    assert!(worst < 1e-4, "{g:?}, relu {relu}, {threads} threads: off by {worst}");
-                }
             }
         }
     }

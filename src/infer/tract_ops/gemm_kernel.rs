@@ -193,7 +193,7 @@ fn tile(
     });
     // SAFETY: `a` holds kc × MR weights and `b` kc × NR values (checked
     // above), `from` (unless null) and each row of `to` NR values.
-    unsafe { run_kernel(b.len() / NR, a.as_ptr(), b.as_ptr(), from, to, bias, step) };
+    unsafe { run_kernel(Operands { kc: b.len() / NR, a: a.as_ptr(), b: b.as_ptr(), from, to }, bias, step) };
     if step.last && !whole {
         for (src, row) in edge.iter().zip(&mut out[c0..c0 + rows]) {
             row[p0..p0 + cols].copy_from_slice(&src[..cols]);
@@ -201,26 +201,30 @@ fn tile(
     }
 }
 
-/// The kernel for this CPU: AVX2 and FMA where it has them, plain loops
-/// (summed in the same order) elsewhere.
-///
-/// # Safety
-/// `a` holds `kc` × [`MR`] values, `b` `kc` × [`NR`], `bias` [`MR`];
-/// `from` is null or holds [`MR`] rows of [`NR`], and each pointer of `to`
-/// [`NR`] values; `from` may be `to`'s tile itself.
-unsafe fn run_kernel(
+/// One call of the kernel: `kc` taps of weights `a` (`kc` × [`MR`]) and
+/// pixels `b` (`kc` × [`NR`]), the sums so far in `from` (null: none, or
+/// [`MR`] rows of [`NR`]), written to the [`NR`] values of each row of
+/// `to`; `from` may be `to`'s tile itself.
+#[derive(Clone, Copy)]
+struct Operands {
     kc: usize,
     a: *const f32,
     b: *const f32,
     from: *const f32,
     to: [*mut f32; MR],
-    bias: &[f32],
-    step: Step,
-) {
+}
+
+/// The kernel for this CPU: AVX2 and FMA where it has them, plain loops
+/// (summed in the same order) elsewhere.
+///
+/// # Safety
+/// The pointers hold what [`Operands`] says, and `bias` [`MR`] values.
+unsafe fn run_kernel(op: Operands, bias: &[f32], step: Step) {
     #[cfg(target_arch = "x86_64")]
     if super::pointwise_kernel::kernel_available() {
-        return kernel_avx2(kc, a, b, from, to, bias, step);
+        return kernel_avx2(op, bias, step);
     }
+    let Operands { kc, a, b, from, to } = op;
     for (r, row) in to.iter().enumerate() {
         for i in 0..NR {
             let mut sum = if from.is_null() { 0.0 } else { *from.add(r * NR + i) };
@@ -239,18 +243,11 @@ unsafe fn run_kernel(
 /// The tile with AVX2 and FMA: six rows of two vectors.
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA, and the pointers are as [`run_kernel`] says.
+/// The CPU has AVX2 and FMA, and the operands are as [`run_kernel`] says.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn kernel_avx2(
-    kc: usize,
-    a: *const f32,
-    b: *const f32,
-    from: *const f32,
-    to: [*mut f32; MR],
-    bias: &[f32],
-    step: Step,
-) {
+unsafe fn kernel_avx2(op: Operands, bias: &[f32], step: Step) {
+    let Operands { kc, a, b, from, to } = op;
     use std::arch::x86_64::*;
     let mut acc = [[_mm256_setzero_ps(); 2]; MR];
     if !from.is_null() {

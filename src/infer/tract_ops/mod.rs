@@ -29,6 +29,7 @@ mod depthwise;
 mod depthwise_kernel;
 mod dequant_weights;
 mod fake_quant;
+mod gather;
 mod gemm_conv;
 mod gemm_kernel;
 mod max_pool;

@@ -14,6 +14,7 @@
 //! in `tests/it/tract_ops.rs`).
 
 use super::fake_quant::{fake_quant_in_place, Grid};
+use super::gather::gather;
 use super::gemm_conv;
 use super::gemm_kernel::{self, GemmWeights};
 use super::pointwise_kernel::{pointwise, Packed, Run};
@@ -206,47 +207,6 @@ impl PatchConv {
     }
 }
 
-/// `dst[i] = src[i × stride]` for every `i` of `dst`, which `src` covers;
-/// with AVX2 (checked at run time), stride 2 takes 8 values from each 16.
-pub fn gather(dst: &mut [f32], src: &[f32], stride: usize) {
-    if stride == 1 {
-        return dst.copy_from_slice(&src[..dst.len()]);
-    }
-    #[cfg(target_arch = "x86_64")]
-    let done = if stride == 2 && std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2, checked just above.
-        unsafe { evens_avx2(dst, src) }
-    } else {
-        0
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let done = 0;
-    for (d, s) in dst[done..].iter_mut().zip(src[done * stride..].iter().step_by(stride)) {
-        *d = *s;
-    }
-}
-
-/// The whole vectors of [`gather`] at stride 2: returns how many values of
-/// `dst` it wrote, each 8 from two loads of 8 that lie inside `src`.
-///
-/// # Safety
-/// The CPU has AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn evens_avx2(dst: &mut [f32], src: &[f32]) -> usize {
-    use std::arch::x86_64::*;
-    let vectors = (dst.len() / 8).min(src.len() / 16);
-    for (i, out) in dst.chunks_exact_mut(8).take(vectors).enumerate() {
-        let p = src.as_ptr().add(16 * i);
-        let (a, b) = (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)));
-        // Lanes 0–3 of a and of b, then 4–7 of each: the even values of
-        // each pair of 128-bit halves sit at 0 and 2 of every half.
-        let (lo, hi) = (_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
-        _mm256_storeu_ps(out.as_mut_ptr(), _mm256_shuffle_ps(lo, hi, 0x88));
-    }
-    vectors * 8
-}
-
 impl Op for PatchConv {
     fn name(&self) -> StaticName {
         let relu = if self.relu { "+Relu" } else { "" };
@@ -338,36 +298,19 @@ mod tests {
     use super::*;
     use tract_linalg::multithread::{multithread_tract_scope, Executor};
 
-    #[test]
-    fn gathering_takes_every_stride_th_value_whatever_the_length() {
-        let src: Vec<f32> = (0..70).map(|i| i as f32).collect();
-        for (stride, n) in [(2, 35), (2, 34), (2, 17), (2, 3), (1, 70), (3, 24)] {
-            let mut dst = vec![f32::NAN; n];
-            gather(&mut dst, &src[..(n - 1) * stride + 1], stride);
-            let want: Vec<f32> = (0..n).map(|i| (i * stride) as f32).collect();
-            assert_eq!(dst, want, "stride {stride}, {n} values");
-        }
-    }
+    type Case = (usize, usize, (usize, usize), (usize, usize), (usize, usize), (usize, usize), (usize, usize));
 
-    #[test]
-    fn every_output_is_its_bias_plus_the_taps_under_it_at_any_stride_and_padding() {
-        // (ci, co, input, kernel, stride, padding before and after): the
-        // detectors' first layer on a small picture (stride 2, odd and even
-        // sizes), stride 1, a 1×3 kernel without padding, and a map wide
-        // enough for several rows a step to differ from one.
-        let cases = [
-            (3, 16, (13, 18), (3, 3), (2, 2), (1, 1), (1, 1)),
-            (3, 5, (9, 7), (3, 3), (1, 1), (1, 1), (1, 1)),
-            (2, 4, (6, 11), (1, 3), (1, 2), (0, 0), (0, 0)),
-            (3, 8, (80, 200), (3, 3), (2, 2), (1, 1), (1, 1)),
-        ];
-        for (ci, co, (h, wd), (kh, kw), (sy, sx), (bt, bl), (at, al)) in cases {
+    /// Runs each case (ci, co, input, kernel, stride, padding before and
+    /// after) with and without the ReLU, on 1 and 3 threads, through the
+    /// kernel that `kernel(weights, bias, co, taps)` makes, against
+    /// [`reference_conv`].
+    fn check(cases: &[Case], kernel: impl Fn(&[f32], &[f32], usize, usize) -> Kernel) {
+        for &(ci, co, (h, wd), (kh, kw), (sy, sx), (bt, bl), (at, al)) in cases {
             let output = ((h + bt + at - kh) / sy + 1, (wd + bl + al - kw) / sx + 1);
             let g = Geometry { ci, input: (h, wd), output, kernel: (kh, kw), stride: (sy, sx), before: (bt, bl) };
             let (w, b, x) = (values(co * ci * kh * kw, 1), values(co, 2), values(ci * h * wd, 3));
             for relu in [false, true] {
-                let kernel = Kernel::Patches(Packed::new(&w, &b, co, ci * kh * kw));
-                let op = PatchConv { geometry: g, kernel, relu, out_grid: None };
+                let op = PatchConv { geometry: g, kernel: kernel(&w, &b, co, ci * kh * kw), relu, out_grid: None };
                 let want = reference_conv(&x, &w, &b, g, co, relu);
                 for threads in [1, 3] {
                     let mut y = vec![f32::NAN; co * output.0 * output.1];
@@ -378,5 +321,38 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn every_output_is_its_bias_plus_the_taps_under_it_at_any_stride_and_padding() {
+        // The detectors' first layer on a small picture (stride 2, odd and
+        // even sizes), stride 1, a 1×3 kernel without padding, and a map
+        // wide enough for several rows a step to differ from one.
+        let cases = [
+            (3, 16, (13, 18), (3, 3), (2, 2), (1, 1), (1, 1)),
+            (3, 5, (9, 7), (3, 3), (1, 1), (1, 1), (1, 1)),
+            (2, 4, (6, 11), (1, 3), (1, 2), (0, 0), (0, 0)),
+            (3, 8, (80, 200), (3, 3), (2, 2), (1, 1), (1, 1)),
+        ];
+        check(&cases, |w, b, co, taps| Kernel::Patches(Packed::new(w, b, co, taps)));
+    }
+
+    #[test]
+    fn the_blocked_product_gives_every_output_whatever_the_stride_and_padding() {
+        // The swapper's 3×3 at stride 1 and 2 on small maps whose rows are
+        // not whole panels, its 7×7, a 1×1 over many channels, a padding
+        // that reaches past the last tap, and more taps than one block.
+        let cases = [
+            (40, 13, (9, 7), (3, 3), (1, 1), (1, 1), (1, 1)),
+            (8, 7, (12, 11), (3, 3), (2, 2), (1, 1), (1, 1)),
+            (3, 5, (20, 19), (7, 7), (1, 1), (3, 3), (3, 3)),
+            (100, 9, (5, 6), (1, 1), (1, 1), (0, 0), (0, 0)),
+            (4, 6, (6, 6), (3, 3), (2, 2), (0, 0), (2, 2)),
+            (64, 20, (10, 40), (3, 3), (1, 1), (1, 1), (1, 1)),
+        ];
+        check(&cases, |w, b, co, taps| {
+            let w = w.to_vec();
+            Kernel::Gemm(GemmWeights::deferred(Box::new(move || gemm_kernel::pack(&w, co, taps)), b, co, taps))
+        });
     }
 }
