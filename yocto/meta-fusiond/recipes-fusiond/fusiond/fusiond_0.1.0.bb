@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 3516c35e0dbc797ccba6c8a686b646b3cb06b2aa80f5106e056d82d8b00c2124
-SRCREV = "b949bc7c8f3dd12c03081da0baa33880c55c8825"
+# fusiond-inputs: 1b3fcac88554ac72583be107e5cdabccc6eb899dd36f2f0205cda4c05c13200e
+SRCREV = "825fb8b269a09bd2598f02715011f6c3a084e005"
 
 S = "${WORKDIR}/git"
 
