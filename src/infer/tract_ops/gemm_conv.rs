@@ -9,7 +9,7 @@
 use super::fake_quant::{fake_quant_in_place, Grid};
 use super::gather::gather;
 use super::gemm_kernel::{gemm, GemmWeights, NR};
-use super::patch_conv::Geometry;
+use super::geometry::Geometry;
 use super::share_rows;
 use std::borrow::Cow;
 use std::ops::Range;

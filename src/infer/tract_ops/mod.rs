@@ -32,6 +32,7 @@ mod fake_quant;
 mod gather;
 mod gemm_conv;
 mod gemm_kernel;
+mod geometry;
 mod max_pool;
 mod patch_conv;
 mod pointwise;

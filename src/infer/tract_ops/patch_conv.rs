@@ -17,28 +17,17 @@ use super::fake_quant::{fake_quant_in_place, Grid};
 use super::gather::gather;
 use super::gemm_conv;
 use super::gemm_kernel::{self, GemmWeights};
+use super::geometry::Geometry;
 use super::pointwise_kernel::{pointwise, Packed, Run};
 use super::share_rows;
 use super::{next_tail, Tail};
 use std::ops::Range;
 use tract_onnx::tract_core::{args_1, as_op, op_as_typed_op, op_out_of_plan};
 use tract_onnx::tract_hir::internal::*;
-use tract_onnx::tract_hir::ops::cnn::{Conv, PaddingSpec};
+use tract_onnx::tract_hir::ops::cnn::Conv;
 
 /// The patches and outputs a thread keeps at once, in values: 256 KiB.
 const STRIP_VALUES: usize = 64 << 10;
-
-/// Where the kernel's taps fall: input and output sizes, kernel, strides
-/// and the padding before each axis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Geometry {
-    pub ci: usize,
-    pub input: (usize, usize),
-    pub output: (usize, usize),
-    pub kernel: (usize, usize),
-    pub stride: (usize, usize),
-    pub before: (usize, usize),
-}
 
 /// How the patches meet the weights.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,40 +57,6 @@ impl Eq for PatchConv {}
 /// kernel's copy of 8 blocks of that many channels no longer stays in the
 /// L1 and L2 caches.
 const MAX_TAPS: usize = 32;
-
-impl Geometry {
-    /// The geometry of an ONNX convolution over an f32 NCHW input of fixed
-    /// size with constant f32 OIHW weights `konst` and explicit padding;
-    /// `None` for any other.
-    fn of(conv: &Conv, x: &TypedFact, konst: &Tensor) -> Option<Geometry> {
-        let &[co, ci, kh, kw] = konst.shape() else { return None };
-        let size = |d: usize| x.shape.get(d)?.to_usize().ok();
-        let (c, h, wd) = (size(1)?, size(2)?, size(3)?);
-        let f32_dt = f32::datum_type();
-        let fits = c == ci && kh * kw > 0 && co > 0 && x.shape.rank() == 4;
-        if x.datum_type != f32_dt || konst.datum_type() != f32_dt || !fits {
-            return None;
-        }
-        let (before, after) = match &conv.padding {
-            PaddingSpec::Explicit(b, a) | PaddingSpec::ExplicitOnnxPool(b, a, false) => (b.clone(), a.clone()),
-            PaddingSpec::Valid => (tvec!(0, 0), tvec!(0, 0)),
-            _ => return None,
-        };
-        let strides = conv.strides.clone().unwrap_or_else(|| tvec!(1, 1));
-        let &[sy, sx] = &strides[..] else { return None };
-        let (&[bt, bl], &[at, al]) = (&before[..], &after[..]) else { return None };
-        let (padded_h, padded_w) = (h + bt + at, wd + bl + al);
-        if padded_h < kh || padded_w < kw || sy == 0 || sx == 0 {
-            return None;
-        }
-        let output = ((padded_h - kh) / sy + 1, (padded_w - kw) / sx + 1);
-        Some(Geometry { ci, input: (h, wd), output, kernel: (kh, kw), stride: (sy, sx), before: (bt, bl) })
-    }
-
-    fn taps(&self) -> usize {
-        self.ci * self.kernel.0 * self.kernel.1
-    }
-}
 
 impl PatchConv {
     /// The op for this ONNX convolution (already found plain) and these
