@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 1b3fcac88554ac72583be107e5cdabccc6eb899dd36f2f0205cda4c05c13200e
-SRCREV = "825fb8b269a09bd2598f02715011f6c3a084e005"
+# fusiond-inputs: dfda75f16e41d1d6c0ad9ba0c76feeea2f98008570a76ad4083f354f2f6360bc
+SRCREV = "35751d8c15538c02162248c4858fc8c0b99fd673"
 
 S = "${WORKDIR}/git"
 
