@@ -25,11 +25,6 @@ use std::ops::Range;
 /// products, packing and padding.
 pub const MIN_TAPS: usize = 4096;
 
-/// Whether a convolution of `taps` taps runs this way.
-pub fn pays(taps: usize) -> bool {
-    taps >= MIN_TAPS
-}
-
 /// One batch item: `x` is `ci` input planes, `y` `co` output planes of
 /// `w` by the patches of `x`, then the ReLU and the quantise-dequantise
 /// pair where they are taken in. Output rows are shared among tract's

@@ -18,11 +18,11 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Output channels per tile, one broadcast weight each.
-pub const MR: usize = 6;
+const MR: usize = 6;
 /// Pixels per tile: two AVX2 vectors.
 pub const NR: usize = 16;
 /// Taps per block.
-pub const KC: usize = 256;
+const KC: usize = 256;
 /// Output channels per block of weights.
 const MC: usize = 96;
 /// Pixels whose patches are packed at once, one tap block of them (512 KiB).

@@ -62,13 +62,13 @@ impl PatchConv {
     /// The op for this ONNX convolution (already found plain) and these
     /// facts, where [`Geometry::of`] finds one: with at most [`MAX_TAPS`]
     /// taps (and more than one a channel) through the pointwise kernel,
-    /// with more where [`gemm_conv::pays`]; `None` otherwise.
+    /// with at least [`gemm_conv::MIN_TAPS`] through the blocked product; `None` otherwise.
     pub fn for_facts(conv: &Conv, x: &TypedFact, w: &TypedFact, bias: Option<&TypedFact>) -> Option<PatchConv> {
         let konst = w.konst.as_ref()?;
         let geometry = Geometry::of(conv, x, konst)?;
         let (co, taps, (kh, kw)) = (konst.shape()[0], geometry.taps(), geometry.kernel);
         let small = taps <= MAX_TAPS && kh * kw > 1;
-        if !small && !gemm_conv::pays(taps) {
+        if !small && taps < gemm_conv::MIN_TAPS {
             return None;
         }
         let bias = super::const_bias(bias, co)?;
