@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: dfda75f16e41d1d6c0ad9ba0c76feeea2f98008570a76ad4083f354f2f6360bc
-SRCREV = "35751d8c15538c02162248c4858fc8c0b99fd673"
+# fusiond-inputs: f6958b9fa0ee0fe953c98f9b6ae20d8cc15b67d84b5d5b69bf37cfebc16c9e58
+SRCREV = "4d3e8973f6729521716e60ff1e032a982b6f92ad"
 
 S = "${WORKDIR}/git"
 
