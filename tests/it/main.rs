@@ -4,6 +4,7 @@
 mod browser;
 mod capture;
 mod cli;
+mod conv_graph;
 mod daemon;
 mod daemon_config;
 mod daemon_pixels;

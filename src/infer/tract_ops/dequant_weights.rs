@@ -12,7 +12,9 @@
 //! integers and dequantises them as it runs, which holds a big INT8 model
 //! (the 139 MB INT8 swapper) in a quarter of the memory its f32 weights
 //! would take. Computing those too raised that model's peak from 489 to
-//! 777 MB for no gain in speed.
+//! 777 MB for no gain in speed. Where such weights feed a convolution of
+//! many taps, fusiond's blocked product takes them as INT8
+//! (`int8_weights`).
 
 use super::floats;
 use std::collections::{HashMap, HashSet};

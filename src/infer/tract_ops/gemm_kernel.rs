@@ -41,13 +41,23 @@ pub struct GemmWeights {
     packing: Arc<Packing>,
 }
 
+/// Packed weights ([`pack`]), as f32 or as INT8 with each output channel's
+/// scale and zero point (padded to whole panels with zeros). INT8 ones are
+/// dequantised one block at a time as they are used, `(q − zero) × scale`
+/// in f32 as tract dequantises them, so the sums are those of tract's
+/// product over its dequantised weights; they take a quarter of the memory.
+pub enum Panels {
+    F32(Vec<f32>),
+    Int8 { values: Vec<i8>, scale: Vec<f32>, zero: Vec<f32> },
+}
+
 /// What packs the weights (reading the model's tensor, which it then
 /// drops), and what it packed.
-pub type Packer = Box<dyn FnOnce() -> Vec<f32> + Send>;
+pub type Packer = Box<dyn FnOnce() -> Panels + Send>;
 
 struct Packing {
     packer: Mutex<Option<Packer>>,
-    packed: OnceLock<Vec<f32>>,
+    packed: OnceLock<Panels>,
 }
 
 impl PartialEq for GemmWeights {
@@ -69,10 +79,8 @@ impl GemmWeights {
     /// The weights that `packer` packs ([`pack`]: `co` rows of `k` taps)
     /// when they are first used, and `bias` (`co`).
     pub fn deferred(packer: Packer, bias: &[f32], co: usize, k: usize) -> GemmWeights {
-        let mut lanes = vec![0f32; co.div_ceil(MR) * MR];
-        lanes[..co].copy_from_slice(&bias[..co]);
         let packing = Packing { packer: Mutex::new(Some(packer)), packed: OnceLock::new() };
-        GemmWeights { co, k, bias: Arc::new(lanes), packing: Arc::new(packing) }
+        GemmWeights { co, k, bias: Arc::new(padded(bias, co)), packing: Arc::new(packing) }
     }
 
     /// Output channels and taps.
@@ -81,23 +89,31 @@ impl GemmWeights {
     }
 
     /// The packed weights, packed by the first call.
-    fn packed(&self) -> &[f32] {
+    fn packed(&self) -> &Panels {
         self.packing.packed.get_or_init(|| {
             let packer = self.packing.packer.lock().ok().and_then(|mut p| p.take());
             // Without a packer (a panic while packing), zeros rather than
             // a second panic.
-            packer.map_or_else(|| vec![0f32; self.k.div_ceil(KC) * self.co.div_ceil(MR) * KC * MR], |p| p())
+            let zeros = || Panels::F32(vec![0f32; self.k.div_ceil(KC) * self.co.div_ceil(MR) * KC * MR]);
+            packer.map_or_else(zeros, |p| p())
         })
     }
+}
+
+/// The first `co` of `values`, then zeros to a whole panel of [`MR`].
+pub fn padded(values: &[f32], co: usize) -> Vec<f32> {
+    let mut lanes = vec![0f32; co.div_ceil(MR) * MR];
+    lanes[..co].copy_from_slice(&values[..co]);
+    lanes
 }
 
 /// `weights` (`co` rows of `k` taps; zeros where it holds fewer) packed for
 /// [`gemm`]: tap block `b`, panel `p` of [`MR`] output channels, tap `t`
 /// of the block and channel `r` of the panel at `((b × panels + p) × KC +
 /// t) × MR + r` (channels past `co` are zero).
-pub fn pack(weights: &[f32], co: usize, k: usize) -> Vec<f32> {
+pub fn pack<T: Copy + Default>(weights: &[T], co: usize, k: usize) -> Vec<T> {
     let panels = co.div_ceil(MR);
-    let mut data = vec![0f32; k.div_ceil(KC) * panels * KC * MR];
+    let mut data = vec![T::default(); k.div_ceil(KC) * panels * KC * MR];
     for (o, row) in weights.chunks_exact(k.max(1)).take(co).enumerate() {
         let (p, r) = (o / MR, o % MR);
         for (block, taps) in row.chunks(KC).enumerate() {
@@ -110,9 +126,39 @@ pub fn pack(weights: &[f32], co: usize, k: usize) -> Vec<f32> {
     data
 }
 
-/// Panel `p` of tap block `block` of the `packed` weights of `co` channels.
-fn weight_panel(packed: &[f32], co: usize, block: usize, p: usize) -> &[f32] {
-    &packed[(block * co.div_ceil(MR) + p) * KC * MR..][..KC * MR]
+impl Panels {
+    /// Panels `ps` of tap block `block` of the weights of `co` channels,
+    /// one after another ([`KC`] × [`MR`] values each); INT8 ones
+    /// dequantised into `scratch` ([`MC`] × [`KC`] values).
+    fn block<'a>(&'a self, block: usize, ps: Range<usize>, co: usize, scratch: &'a mut [f32]) -> &'a [f32] {
+        let first = block * co.div_ceil(MR);
+        let at = (first + ps.start) * KC * MR..(first + ps.end) * KC * MR;
+        match self {
+            Panels::F32(data) => &data[at],
+            Panels::Int8 { values, scale, zero } => {
+                let out = &mut scratch[..at.len()];
+                let panels = out.chunks_exact_mut(KC * MR).zip(values[at].chunks_exact(KC * MR));
+                for (p, (dst, src)) in ps.zip(panels) {
+                    dequantise(src, (&scale[p * MR..][..MR], &zero[p * MR..][..MR]), dst);
+                }
+                out
+            }
+        }
+    }
+}
+
+/// One panel of INT8 weights (`kc` × [`MR`]) into f32, channel `r` of each
+/// tap by `scale[r]` and `zero[r]`, four taps a step so that the compiler
+/// vectorises it.
+fn dequantise(q: &[i8], (scale, zero): (&[f32], &[f32]), out: &mut [f32]) {
+    const STEP: usize = 4 * MR;
+    let tiled = |v: &[f32]| -> [f32; STEP] { std::array::from_fn(|i| v[i % MR]) };
+    let (scale, zero) = (tiled(scale), tiled(zero));
+    for (dst, src) in out.chunks_exact_mut(STEP).zip(q.chunks_exact(STEP)) {
+        for i in 0..STEP {
+            dst[i] = (src[i] as f32 - zero[i]) * scale[i];
+        }
+    }
 }
 
 /// What a call of the kernel does besides summing its taps.
@@ -142,6 +188,7 @@ where
     let (pixel_panels, row_panels, blocks) = (n.div_ceil(NR), w.co.div_ceil(MR), w.k.div_ceil(KC));
     let (chunk, kc_max) = ((NC / NR).min(pixel_panels).max(1), KC.min(w.k));
     let weights = w.packed();
+    let mut scratch = vec![0f32; if matches!(weights, Panels::Int8 { .. }) { MC * KC } else { 0 }];
     let mut packed = vec![0f32; chunk * kc_max * NR];
     let mut partial = vec![0f32; if blocks > 1 { row_panels * chunk * MR * NR } else { 0 }];
     for j0 in (0..pixel_panels).step_by(chunk) {
@@ -154,9 +201,11 @@ where
             }
             let step = Step { first: block == 0, last: block + 1 == blocks, relu };
             for p0 in (0..row_panels).step_by(MC / MR) {
+                let ps = p0..(p0 + MC / MR).min(row_panels);
+                let a_block = weights.block(block, ps.clone(), w.co, &mut scratch);
                 for (q, (panel, j)) in packed.chunks_exact(kc_max * NR).zip(js.clone()).enumerate() {
-                    for p in p0..(p0 + MC / MR).min(row_panels) {
-                        let a = &weight_panel(weights, w.co, block, p)[..kc * MR];
+                    for p in ps.clone() {
+                        let a = &a_block[(p - p0) * KC * MR..][..kc * MR];
                         let bias = &w.bias[p * MR..][..MR];
                         let part = match partial.len() {
                             0 => &mut [][..],
@@ -277,6 +326,21 @@ mod tests {
     use super::super::test_values as values;
     use super::*;
 
+    /// The outputs of `weights` by the `k` × `n` values `x`, through [`gemm`].
+    fn product(weights: GemmWeights, x: &[f32], n: usize, relu: bool) -> Vec<f32> {
+        let pack = |taps: Range<usize>, p0: usize, dst: &mut [f32]| {
+            for (t, line) in taps.zip(dst.chunks_exact_mut(NR)) {
+                for (i, v) in line.iter_mut().enumerate() {
+                    *v = if p0 + i < n { x[t * n + p0 + i] } else { 0.0 };
+                }
+            }
+        };
+        let mut y = vec![f32::NAN; weights.co * n];
+        let mut rows: Vec<&mut [f32]> = y.chunks_exact_mut(n).collect();
+        gemm(&weights, n, pack, &mut rows, relu);
+        y
+    }
+
     #[test]
     fn every_output_is_its_taps_summed_then_its_bias_at_any_size() {
         // Channel counts off the tile (7, 1) and past a block of them (100),
@@ -284,19 +348,10 @@ mod tests {
         // a packed chunk (5, 37, 530).
         for (co, k, n) in [(7, 9, 37), (1, 600, 5), (100, 300, 530), (12, 256, 16)] {
             let (w, b, x) = (values(co * k, 1), values(co, 2), values(k * n, 3));
-            let weights = w.clone();
-            let packed = GemmWeights::deferred(Box::new(move || pack(&weights, co, k)), &b, co, k);
-            let pack = |taps: Range<usize>, p0: usize, dst: &mut [f32]| {
-                for (t, line) in taps.zip(dst.chunks_exact_mut(NR)) {
-                    for (i, v) in line.iter_mut().enumerate() {
-                        *v = if p0 + i < n { x[t * n + p0 + i] } else { 0.0 };
-                    }
-                }
-            };
             for relu in [false, true] {
-                let mut y = vec![f32::NAN; co * n];
-                let mut rows: Vec<&mut [f32]> = y.chunks_exact_mut(n).collect();
-                gemm(&packed, n, pack, &mut rows, relu);
+                let weights = w.clone();
+                let packed = GemmWeights::deferred(Box::new(move || Panels::F32(pack(&weights, co, k))), &b, co, k);
+                let y = product(packed, &x, n, relu);
                 for (i, got) in y.iter().enumerate() {
                     let (o, p) = (i / n, i % n);
                     let sum = (0..k).map(|t| w[o * k + t] as f64 * x[t * n + p] as f64).sum::<f64>() + b[o] as f64;
@@ -304,6 +359,25 @@ mod tests {
                     assert!((got - want).abs() < 1e-4, "co {co} k {k} n {n}: output {i} is {got}, not {want}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn int8_weights_give_the_outputs_of_their_dequantised_f32_to_the_bit() {
+        // Channels past a block of them and off the tile, taps past two
+        // blocks and off one, zero points on both sides of zero.
+        for (co, k, n) in [(7, 9, 37), (100, 600, 40)] {
+            let q: Vec<i8> = (0..co * k).map(|i| ((i * 37) % 255) as i16 - 127).map(|v| v as i8).collect();
+            let scale: Vec<f32> = (0..co).map(|o| 0.01 + o as f32 * 1e-3).collect();
+            let zero: Vec<f32> = (0..co).map(|o| (o % 5) as f32 - 2.0).collect();
+            let f: Vec<f32> = q.iter().enumerate().map(|(i, v)| (*v as f32 - zero[i / k]) * scale[i / k]).collect();
+            let (b, x) = (values(co, 2), values(k * n, 3));
+            let int8 =
+                move || Panels::Int8 { values: pack(&q, co, k), scale: padded(&scale, co), zero: padded(&zero, co) };
+            let want =
+                product(GemmWeights::deferred(Box::new(move || Panels::F32(pack(&f, co, k))), &b, co, k), &x, n, true);
+            let got = product(GemmWeights::deferred(Box::new(int8), &b, co, k), &x, n, true);
+            assert!(got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()), "co {co} k {k} n {n}");
         }
     }
 }

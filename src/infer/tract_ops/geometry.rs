@@ -19,15 +19,14 @@ pub struct Geometry {
 
 impl Geometry {
     /// The geometry of an ONNX convolution over an f32 NCHW input of fixed
-    /// size with constant f32 OIHW weights `konst` and explicit padding;
-    /// `None` for any other.
-    pub fn of(conv: &Conv, x: &TypedFact, konst: &Tensor) -> Option<Geometry> {
-        let &[co, ci, kh, kw] = konst.shape() else { return None };
+    /// size with constant OIHW weights of shape `weights` and explicit
+    /// padding; `None` for any other.
+    pub fn of(conv: &Conv, x: &TypedFact, weights: &[usize]) -> Option<Geometry> {
+        let &[co, ci, kh, kw] = weights else { return None };
         let size = |d: usize| x.shape.get(d)?.to_usize().ok();
         let (c, h, wd) = (size(1)?, size(2)?, size(3)?);
-        let f32_dt = f32::datum_type();
         let fits = c == ci && kh * kw > 0 && co > 0 && x.shape.rank() == 4;
-        if x.datum_type != f32_dt || konst.datum_type() != f32_dt || !fits {
+        if x.datum_type != f32::datum_type() || !fits {
             return None;
         }
         let (before, after) = match &conv.padding {

@@ -16,8 +16,9 @@
 use super::fake_quant::{fake_quant_in_place, Grid};
 use super::gather::gather;
 use super::gemm_conv;
-use super::gemm_kernel::{self, GemmWeights};
+use super::gemm_kernel::{self, GemmWeights, Panels};
 use super::geometry::Geometry;
+use super::int8_weights::Int8Weights;
 use super::pointwise_kernel::{pointwise, Packed, Run};
 use super::share_rows;
 use super::{next_tail, Tail};
@@ -60,30 +61,54 @@ const MAX_TAPS: usize = 32;
 
 impl PatchConv {
     /// The op for this ONNX convolution (already found plain) and these
-    /// facts, where [`Geometry::of`] finds one: with at most [`MAX_TAPS`]
-    /// taps (and more than one a channel) through the pointwise kernel,
-    /// with at least [`gemm_conv::MIN_TAPS`] through the blocked product; `None` otherwise.
+    /// facts, where [`Geometry::of`] finds one and the weights are f32
+    /// constants: with at most [`MAX_TAPS`] taps (and more than one a
+    /// channel) through the pointwise kernel, with at least
+    /// [`gemm_conv::MIN_TAPS`] through the blocked product; `None` otherwise.
     pub fn for_facts(conv: &Conv, x: &TypedFact, w: &TypedFact, bias: Option<&TypedFact>) -> Option<PatchConv> {
         let konst = w.konst.as_ref()?;
-        let geometry = Geometry::of(conv, x, konst)?;
+        let geometry = Geometry::of(conv, x, konst.shape())?;
         let (co, taps, (kh, kw)) = (konst.shape()[0], geometry.taps(), geometry.kernel);
         let small = taps <= MAX_TAPS && kh * kw > 1;
         if !small && taps < gemm_conv::MIN_TAPS {
             return None;
         }
         let bias = super::const_bias(bias, co)?;
+        let weights = konst.try_as_plain_ram().ok()?;
+        let weights = weights.as_slice::<f32>().ok()?;
         let kernel = if small {
-            let weights = konst.try_as_plain_ram().ok()?;
-            Kernel::Patches(Packed::new(weights.as_slice::<f32>().ok()?, &bias, co, taps))
+            Kernel::Patches(Packed::new(weights, &bias, co, taps))
         } else {
-            konst.try_as_plain_ram().ok()?.as_slice::<f32>().ok()?;
             let konst = konst.clone();
             let packer = move || {
                 let weights = konst.try_as_plain_ram().ok();
-                gemm_kernel::pack(weights.as_ref().and_then(|w| w.as_slice::<f32>().ok()).unwrap_or(&[]), co, taps)
+                let weights = weights.as_ref().and_then(|w| w.as_slice::<f32>().ok()).unwrap_or(&[]);
+                Panels::F32(gemm_kernel::pack(weights, co, taps))
             };
             Kernel::Gemm(GemmWeights::deferred(Box::new(packer), &bias, co, taps))
         };
+        Some(PatchConv { geometry, kernel, relu: false, out_grid: None })
+    }
+
+    /// The op for this ONNX convolution (already found plain) of INT8
+    /// weights that tract would dequantise as it runs ([`Int8Weights`]),
+    /// where [`Geometry::of`] finds one with at least
+    /// [`gemm_conv::MIN_TAPS`] taps: the blocked product, which keeps them
+    /// INT8; `None` otherwise.
+    pub fn for_int8(conv: &Conv, x: &TypedFact, w: Int8Weights, bias: Option<&TypedFact>) -> Option<PatchConv> {
+        let geometry = Geometry::of(conv, x, w.values.shape())?;
+        let (co, taps) = (w.values.shape()[0], geometry.taps());
+        if taps < gemm_conv::MIN_TAPS || w.values.try_as_plain_ram().ok()?.as_slice::<i8>().is_err() {
+            return None;
+        }
+        let bias = super::const_bias(bias, co)?;
+        let packer = move || {
+            let values = w.values.try_as_plain_ram().ok();
+            let values = values.as_ref().and_then(|v| v.as_slice::<i8>().ok()).unwrap_or(&[]);
+            let (scale, zero) = (gemm_kernel::padded(&w.scale, co), gemm_kernel::padded(&w.zero, co));
+            Panels::Int8 { values: gemm_kernel::pack(values, co, taps), scale, zero }
+        };
+        let kernel = Kernel::Gemm(GemmWeights::deferred(Box::new(packer), &bias, co, taps));
         Some(PatchConv { geometry, kernel, relu: false, out_grid: None })
     }
 
@@ -307,7 +332,8 @@ mod tests {
         ];
         check(&cases, |w, b, co, taps| {
             let w = w.to_vec();
-            Kernel::Gemm(GemmWeights::deferred(Box::new(move || gemm_kernel::pack(&w, co, taps)), b, co, taps))
+            let packer = move || Panels::F32(gemm_kernel::pack(&w, co, taps));
+            Kernel::Gemm(GemmWeights::deferred(Box::new(packer), b, co, taps))
         });
     }
 }

@@ -11,10 +11,10 @@
 //! runs, since a kernel without those units would not beat tract's assembly.
 
 use super::depthwise::{may_be_depthwise, Depthwise};
-use super::is_relu;
 use super::patch_conv::PatchConv;
 use super::pointwise_kernel::{kernel_available, pointwise, Packed, Run, MAX_CI, TILE_CO};
 use super::StockParser;
+use super::{int8_weights, is_relu};
 use tract_linalg::multithread::{current_tract_executor, Executor};
 use tract_onnx::model::ParsingContext;
 use tract_onnx::pb::NodeProto;
@@ -113,7 +113,11 @@ impl Expansion for PointwiseExpansion {
         if let Some(op) = pointwise {
             return model.wire_node(name, op, &inputs[..1]);
         }
-        match PatchConv::for_facts(&self.0, x, w, bias) {
+        let patches = match w.konst {
+            Some(_) => PatchConv::for_facts(&self.0, x, w, bias),
+            None => int8_weights::behind(model, inputs[1]).and_then(|q| PatchConv::for_int8(&self.0, x, q, bias)),
+        };
+        match patches {
             Some(op) => model.wire_node(name, op, &inputs[..1]),
             None => self.0.wire(name, model, inputs),
         }

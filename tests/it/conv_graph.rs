@@ -1,0 +1,110 @@
+//! Small ONNX graphs built in Rust for the op tests (`tract_ops`): one 3×3
+//! convolution and a ReLU, its weights as f32 or as INT8 behind a
+//! per-channel `DequantizeLinear`, as an INT8 QDQ export writes them.
+
+use prost::Message;
+use tract_onnx::pb::{self, tensor_proto::DataType};
+
+/// How the convolution's weights are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weights {
+    F32,
+    /// INT8, one scale and zero point per output channel (axis 0).
+    Int8,
+}
+
+/// A value in [-1, 1] that varies with `i` without a pattern the kernels
+/// could align with.
+fn value(i: usize) -> f32 {
+    ((i.wrapping_mul(2654435761) >> 8) % 2001) as f32 / 1000.0 - 1.0
+}
+
+fn tensor(name: &str, dims: Vec<i64>, data_type: DataType, raw_data: Vec<u8>) -> pb::TensorProto {
+    pb::TensorProto { name: name.into(), dims, data_type: data_type as i32, raw_data, ..Default::default() }
+}
+
+fn floats(name: &str, dims: Vec<i64>, values: &[f32]) -> pb::TensorProto {
+    tensor(name, dims, DataType::Float, values.iter().flat_map(|v| v.to_le_bytes()).collect())
+}
+
+fn node(op: &str, inputs: &[&str], output: &str, attribute: Vec<pb::AttributeProto>) -> pb::NodeProto {
+    pb::NodeProto {
+        op_type: op.into(),
+        name: output.into(),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: vec![output.into()],
+        attribute,
+        ..Default::default()
+    }
+}
+
+fn attribute(name: &str, ints: Vec<i64>, i: i64) -> pb::AttributeProto {
+    let kind = if ints.is_empty() {
+        pb::attribute_proto::AttributeType::Int
+    } else {
+        pb::attribute_proto::AttributeType::Ints
+    };
+    pb::AttributeProto { name: name.into(), ints, i, r#type: kind as i32, ..Default::default() }
+}
+
+fn value_info(name: &str, dims: [usize; 4]) -> pb::ValueInfoProto {
+    let dim = dims.map(|d| pb::tensor_shape_proto::Dimension {
+        value: Some(pb::tensor_shape_proto::dimension::Value::DimValue(d as i64)),
+        ..Default::default()
+    });
+    let tensor_type = pb::type_proto::Tensor {
+        elem_type: DataType::Float as i32,
+        shape: Some(pb::TensorShapeProto { dim: dim.to_vec() }),
+    };
+    let value = Some(pb::type_proto::Value::TensorType(tensor_type));
+    pb::ValueInfoProto {
+        name: name.into(),
+        r#type: Some(pb::TypeProto { value, ..Default::default() }),
+        ..Default::default()
+    }
+}
+
+/// The nodes and initializers that give the weights `w` (`co` × `ci` × 3 × 3),
+/// varying across channels and taps.
+fn weights(ci: usize, co: usize, kind: Weights) -> (Vec<pb::NodeProto>, Vec<pb::TensorProto>) {
+    let dims = vec![co as i64, ci as i64, 3, 3];
+    let spread = (ci as f32 * 9.0).sqrt();
+    if kind == Weights::F32 {
+        let values: Vec<f32> = (0..co * ci * 9).map(|i| value(i) / spread).collect();
+        return (vec![], vec![floats("w", dims, &values)]);
+    }
+    // Zero points on both sides of zero, scales that differ per channel.
+    let zero: Vec<i8> = (0..co).map(|o| (o % 3) as i8 - 1).collect();
+    let q: Vec<u8> = (0..co * ci * 9).map(|i| (value(i) * 120.0).round() as i8 as u8).collect();
+    let scale: Vec<f32> = (0..co).map(|o| (1.0 + (o % 4) as f32 * 0.1) / (120.0 * spread)).collect();
+    let initializers = vec![
+        tensor("wq", dims, DataType::Int8, q),
+        floats("ws", vec![co as i64], &scale),
+        tensor("wz", vec![co as i64], DataType::Int8, zero.iter().map(|z| *z as u8).collect()),
+    ];
+    (vec![node("DequantizeLinear", &["wq", "ws", "wz"], "w", vec![attribute("axis", vec![], 0)])], initializers)
+}
+
+/// An ONNX graph of one 3×3 convolution (`ci` → `co` channels, padding 1,
+/// stride 1) and a ReLU over a 1×`ci`×`h`×`w` input.
+pub fn conv_relu(ci: usize, co: usize, (h, w): (usize, usize), kind: Weights) -> Vec<u8> {
+    let conv_attrs = vec![
+        attribute("kernel_shape", vec![3, 3], 0),
+        attribute("pads", vec![1; 4], 0),
+        attribute("strides", vec![1, 1], 0),
+    ];
+    let (mut nodes, mut initializer) = weights(ci, co, kind);
+    nodes.extend([node("Conv", &["x", "w", "b"], "conv", conv_attrs), node("Relu", &["conv"], "y", vec![])]);
+    initializer.push(floats("b", vec![co as i64], &(0..co).map(|o| value(o + 7) * 0.1).collect::<Vec<_>>()));
+    let graph = pb::GraphProto {
+        name: "conv".into(),
+        node: nodes,
+        initializer,
+        input: vec![value_info("x", [1, ci, h, w])],
+        output: vec![value_info("y", [1, co, h, w])],
+        ..Default::default()
+    };
+    let opset = pb::OperatorSetIdProto { domain: String::new(), version: 13 };
+    pb::ModelProto { ir_version: 7, opset_import: vec![opset], graph: Some(graph), ..Default::default() }
+        .encode_to_vec()
+}
