@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: f6958b9fa0ee0fe953c98f9b6ae20d8cc15b67d84b5d5b69bf37cfebc16c9e58
-SRCREV = "4d3e8973f6729521716e60ff1e032a982b6f92ad"
+# fusiond-inputs: f772275241179653af64ffc9222bd9721291afbdd3dd65e11ee106dd41dcdfb7
+SRCREV = "90a2d5c095fe8122c1df2c46a7d0e3a63786b9aa"
 
 S = "${WORKDIR}/git"
 
