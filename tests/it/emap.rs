@@ -43,3 +43,13 @@ fn an_emap_read_from_the_graph_is_cached_by_the_models_sha256() {
     assert_eq!(loader.load(&entry).unwrap().emap.unwrap(), first);
     assert_eq!(read_emap(&path).unwrap(), first);
 }
+
+/// A quantised graph's last initializer is not the emap: the error says
+/// where the emap comes from instead (the float model, or a side file).
+#[test]
+fn a_quantised_graph_names_where_its_emap_comes_from() {
+    let file = crate::util::int8_models().join("arcface_fr_feature_int8.onnx");
+    let bytes = std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let err = extract_emap(&bytes).unwrap_err().to_string();
+    assert!(err.contains("`emap_source`") && err.contains("fusiond emap"), "{err}");
+}
