@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: f772275241179653af64ffc9222bd9721291afbdd3dd65e11ee106dd41dcdfb7
-SRCREV = "90a2d5c095fe8122c1df2c46a7d0e3a63786b9aa"
+# fusiond-inputs: a937adcb88ff289a4a975e591923e9dd8174800240b90f6df2680660cc594149
+SRCREV = "8ba36fd7574a333e48a7d0b825098671fece4474"
 
 S = "${WORKDIR}/git"
 
