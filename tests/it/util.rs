@@ -37,7 +37,9 @@ pub fn shared(rel: &str) -> PathBuf {
 /// The fusiond binary as a command. Under qemu-user (tests/cross/run.sh) it
 /// runs through $FUSIOND_TEST_RUNNER, e.g. `qemu-aarch64 -L <sysroot>`, as
 /// cargo runs the test binary itself.
-/// Its emap cache is a folder of this test process's, not the user's.
+/// Its emap cache is the tests' own folder, not the user's: one for every
+/// test run, so that runs do not leave one each behind (an emap is cached
+/// by its model's SHA-256 and written whole, so runs can share it).
 pub fn fusiond_command() -> std::process::Command {
     let bin = env!("CARGO_BIN_EXE_fusiond");
     let runner = std::env::var("FUSIOND_TEST_RUNNER").unwrap_or_default();
@@ -50,7 +52,7 @@ pub fn fusiond_command() -> std::process::Command {
         }
         None => std::process::Command::new(bin),
     };
-    c.env("FUSIOND_CACHE_DIR", std::env::temp_dir().join(format!("fusiond-test-cache-{}", std::process::id())));
+    c.env("FUSIOND_CACHE_DIR", std::env::temp_dir().join("fusiond-test-cache"));
     c
 }
 
