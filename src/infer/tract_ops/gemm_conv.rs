@@ -1,17 +1,17 @@
 //! Convolutions with many taps (input channels × kernel height × width),
-//! run as [`gemm`] over patches packed straight from a padded copy of the
-//! input: the inswapper-size swapper's 3×3 over 1024 channels took 98 % of
-//! its time on tract. Each thread takes a share of the output rows and
+//! run as [`gemm`] over patches packed straight from the input (zeros where
+//! a tap falls in the padding, with no padded copy of the input): the
+//! inswapper-size swapper's 3×3 over 1024 channels took 98 % of its time
+//! on tract. Each thread takes a share of the output rows and
 //! packs, for each block of taps, the patches of its pixels in panels of
 //! [`NR`]; a panel's pixels that lie in one output row are one strided run
-//! of the padded input, copied (or, at stride 2, gathered) as a whole.
+//! of an input row, copied (or, at stride 2, gathered) as a whole.
 
 use super::fake_quant::{fake_quant_in_place, Grid};
 use super::gather::gather;
 use super::gemm_kernel::{gemm, GemmWeights, NR};
 use super::geometry::Geometry;
 use super::share_rows;
-use std::borrow::Cow;
 use std::ops::Range;
 
 /// The fewest taps a convolution runs this way with: from about there,
@@ -30,12 +30,13 @@ pub const MIN_TAPS: usize = 4096;
 /// pair where they are taken in. Output rows are shared among tract's
 /// threads.
 pub fn run(g: &Geometry, w: &GemmWeights, (relu, grid): (bool, Option<Grid>), x: &[f32], y: &mut [f32]) {
-    let (xp, padded_size) = padded(x, g);
     let ow = g.output.1;
+    // Each kernel column's output columns inside the input, once a call.
+    let columns: Vec<Range<usize>> = (0..g.kernel.1).map(|dx| g.columns(dx)).collect();
     share_rows(y, g.output, |range, mut share| {
         let pixels = range.start * ow..range.end * ow;
         let pack = |taps: Range<usize>, p0: usize, dst: &mut [f32]| {
-            pack(g, (&xp, padded_size), taps, pixels.start + p0..pixels.end, dst);
+            pack(g, (x, &columns), taps, pixels.start + p0..pixels.end, dst);
         };
         gemm(w, pixels.len(), pack, &mut share, relu);
         if let Some(grid) = grid {
@@ -44,53 +45,46 @@ pub fn run(g: &Geometry, w: &GemmWeights, (relu, grid): (bool, Option<Grid>), x:
     });
 }
 
-/// The input with its padding written as zeros around each plane, and the
-/// padded planes' size: only as much of the input as the taps reach. The
-/// input itself where nothing is padded.
-fn padded<'a>(x: &'a [f32], g: &Geometry) -> (Cow<'a, [f32]>, (usize, usize)) {
-    let ((h, w), (oh, ow), (kh, kw), (sy, sx), (bt, bl)) = (g.input, g.output, g.kernel, g.stride, g.before);
-    let (ph, pw) = ((oh - 1) * sy + kh, (ow - 1) * sx + kw);
-    if (bt, bl, ph, pw) == (0, 0, h, w) {
-        return (Cow::Borrowed(x), (h, w));
-    }
-    let mut xp = vec![0f32; g.ci * ph * pw];
-    let (rows, cols) = (h.min(ph.saturating_sub(bt)), w.min(pw.saturating_sub(bl)));
-    for (src, dst) in x.chunks_exact(h * w).zip(xp.chunks_exact_mut(ph * pw)) {
-        for (line, out) in src.chunks_exact(w).zip(dst[bt * pw..].chunks_exact_mut(pw)).take(rows) {
-            out[bl..bl + cols].copy_from_slice(&line[..cols]);
-        }
-    }
-    (Cow::Owned(xp), (ph, pw))
-}
-
 /// Writes the panel of `taps` × [`NR`] pixels from `pixels.start` (whole
-/// output map numbering; zero past `pixels.end`) of the padded input
-/// `xp`, planes of `(ph, pw)`.
+/// output map numbering; zero past `pixels.end`) of the input `x`, zeros
+/// where a tap falls in the padding; `columns` is [`Geometry::columns`]
+/// of each kernel column.
 fn pack(
     g: &Geometry,
-    (xp, (ph, pw)): (&[f32], (usize, usize)),
+    (x, columns): (&[f32], &[Range<usize>]),
     taps: Range<usize>,
     pixels: Range<usize>,
     dst: &mut [f32],
 ) {
-    let ((kh, kw), (sy, sx), ow) = (g.kernel, g.stride, g.output.1);
+    let ((h, w), (kh, kw), sx, ow, bl) = (g.input, g.kernel, g.stride.1, g.output.1, g.before.1);
     // The panel's runs within one output row: (first value in the panel,
-    // offset of its first tap in a padded plane, length).
-    let mut runs = [(0, 0, 0); NR];
+    // output row, first output column, length).
+    let mut runs = [(0, 0, 0, 0); NR];
     let (mut count, mut i) = (0, 0);
     while i < NR && pixels.start + i < pixels.end {
         let (oy, ox) = ((pixels.start + i) / ow, (pixels.start + i) % ow);
         let len = (NR - i).min(ow - ox).min(pixels.end - pixels.start - i);
-        runs[count] = (i, oy * sy * pw + ox * sx, len);
+        runs[count] = (i, oy, ox, len);
         (count, i) = (count + 1, i + len);
     }
     // The tap's channel, kernel row and column, stepped rather than
     // divided out of each tap.
     let (mut c, mut dy, mut dx) = (taps.start / (kh * kw), taps.start / kw % kh, taps.start % kw);
     for line in dst.chunks_exact_mut(NR).take(taps.len()) {
-        let plane = &xp[c * ph * pw + dy * pw + dx..];
-        for &(first, offset, len) in &runs[..count] {
-            gather(&mut line[first..first + len], &plane[offset..], sx);
+        let inside = &columns[dx];
+        for &(first, oy, ox, len) in &runs[..count] {
+            let out = &mut line[first..first + len];
+            // The run's output columns whose input lies inside, from `ox`.
+            let (a, b) = (inside.start.clamp(ox, ox + len) - ox, inside.end.clamp(ox, ox + len) - ox);
+            match g.input_row(oy, dy) {
+                Some(iy) if a < b => {
+                    out[..a].fill(0.0);
+                    out[b..].fill(0.0);
+                    let src = &x[(c * h + iy) * w + (ox + a) * sx + dx - bl..];
+                    gather(&mut out[a..b], src, sx);
+                }
+                _ => out.fill(0.0),
+            }
         }
         line[i..].fill(0.0);
         dx += 1;

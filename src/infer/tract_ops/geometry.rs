@@ -45,6 +45,21 @@ impl Geometry {
         Some(Geometry { ci, input: (h, wd), output, kernel: (kh, kw), stride: (sy, sx), before: (bt, bl) })
     }
 
+    /// The output columns whose input column under kernel column `dx`
+    /// (`x·sx + dx − bl`) lies inside the input rather than in the padding.
+    pub fn columns(&self, dx: usize) -> std::ops::Range<usize> {
+        let ((_, w), (_, ow), (_, sx), (_, bl)) = (self.input, self.output, self.stride, self.before);
+        let first = bl.saturating_sub(dx).div_ceil(sx);
+        let end = (w + bl).saturating_sub(dx).div_ceil(sx).min(ow);
+        first..end.max(first)
+    }
+
+    /// The input row under output row `oy` and kernel row `dy`, unless it
+    /// falls in the padding.
+    pub fn input_row(&self, oy: usize, dy: usize) -> Option<usize> {
+        (oy * self.stride.0 + dy).checked_sub(self.before.0).filter(|iy| *iy < self.input.0)
+    }
+
     pub fn taps(&self) -> usize {
         self.ci * self.kernel.0 * self.kernel.1
     }

@@ -159,20 +159,13 @@ impl PatchConv {
     /// pixel, zero in the padding.
     fn im2col(&self, x: &[f32], rows: Range<usize>, patches: &mut [f32]) {
         let g = self.geometry;
-        let ((h, w), ow, (kh, kw), (sy, sx), (bt, bl)) = (g.input, g.output.1, g.kernel, g.stride, g.before);
+        let ((h, w), ow, (kh, kw), sx, bl) = (g.input, g.output.1, g.kernel, g.stride.1, g.before.1);
         let n = rows.len() * ow;
-        // Output columns whose input column (x·sx + dx − bl) lies inside.
-        let columns = |dx: usize| {
-            let first = bl.saturating_sub(dx).div_ceil(sx);
-            let end = (w + bl).saturating_sub(dx).div_ceil(sx).min(ow);
-            first..end.max(first)
-        };
         for (t, line) in patches.chunks_exact_mut(n).enumerate() {
             let (c, dy, dx) = (t / (kh * kw), t / kw % kh, t % kw);
-            let inside = columns(dx);
+            let inside = g.columns(dx);
             for (y, dst) in rows.clone().zip(line.chunks_exact_mut(ow)) {
-                let iy = (y * sy + dy).checked_sub(bt).filter(|iy| *iy < h);
-                let Some(iy) = iy.filter(|_| !inside.is_empty()) else {
+                let Some(iy) = g.input_row(y, dy).filter(|_| !inside.is_empty()) else {
                     dst.fill(0.0);
                     continue;
                 };
