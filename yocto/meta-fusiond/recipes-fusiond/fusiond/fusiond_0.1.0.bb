@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: a937adcb88ff289a4a975e591923e9dd8174800240b90f6df2680660cc594149
-SRCREV = "8ba36fd7574a333e48a7d0b825098671fece4474"
+# fusiond-inputs: eb83936c97b8fc4825e9624d1b8d001654633d2daa61add418b9eaed428aeea2
+SRCREV = "88d1d9adf4095b8446d6b95506d55e4be3f34a54"
 
 S = "${WORKDIR}/git"
 
