@@ -20,6 +20,11 @@ fn f32_values(t: &pb::TensorProto) -> Option<Vec<f32>> {
     Some(t.raw_data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
 }
 
+/// What to do when the last initializer is not a float emap: a quantised
+/// graph (the quantisers rename, fold and reorder initializers) holds none.
+pub const NOT_A_FLOAT_GRAPH: &str = "; a quantised graph does not hold the emap: name its float model in the \
+                                     manifest's `emap_source`, or write a side file with `fusiond emap`";
+
 /// The last initializer of the graph, which is where insightface stores
 /// inswapper's emap. Only meaningful on the float export: quantisers rename,
 /// fold and reorder initializers.
@@ -31,7 +36,7 @@ pub fn last_initializer(bytes: &[u8]) -> Result<(String, Tensor)> {
     let last = graph.initializer.last().ok_or_else(|| InferError::Load("the graph has no initializers".into()))?;
     let shape: Vec<usize> = last.dims.iter().map(|&d| d.max(0) as usize).collect();
     let data = f32_values(last).ok_or_else(|| {
-        InferError::Load(format!("initializer `{}` is not float32 data (is this a quantised graph?)", last.name))
+        InferError::Load(format!("initializer `{}` is not float32 data{NOT_A_FLOAT_GRAPH}", last.name))
     })?;
     let tensor = Tensor::new(&shape, data)
         .ok_or_else(|| InferError::Load(format!("initializer `{}` does not hold {shape:?} values", last.name)))?;

@@ -28,12 +28,13 @@ pub fn side_file(entry: &ModelEntry) -> PathBuf {
 /// initializer), checked to be `[512, 512]`.
 pub fn extract_emap(onnx_bytes: &[u8]) -> Result<Tensor, StoreError> {
     let err = StoreError::Emap;
-    let quantised = "; a quantised graph does not hold it: name its float model in the manifest's `emap_source`, \
-                     or write a side file with `fusiond emap`";
-    let (name, t) = onnx::last_initializer(onnx_bytes).map_err(|e| err(format!("{e}{quantised}")))?;
+    let (name, t) = onnx::last_initializer(onnx_bytes).map_err(|e| err(e.to_string()))?;
     match t.shape() {
         [a, b] if a == b => Ok(t),
-        s => Err(err(format!("the last initializer `{name}` has shape {s:?}, not a square emap{quantised}"))),
+        s => Err(err(format!(
+            "the last initializer `{name}` has shape {s:?}, not a square emap{}",
+            onnx::NOT_A_FLOAT_GRAPH
+        ))),
     }
 }
 
