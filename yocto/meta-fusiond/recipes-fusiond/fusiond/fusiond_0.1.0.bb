@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: eb83936c97b8fc4825e9624d1b8d001654633d2daa61add418b9eaed428aeea2
-SRCREV = "88d1d9adf4095b8446d6b95506d55e4be3f34a54"
+# fusiond-inputs: 5a27d5000c1bd55968d4917122a2d5258a8e9fd4adb59ffd3f32d26307a7b464
+SRCREV = "5d3416ae22dd75c648c011dca899bc620e43e971"
 
 S = "${WORKDIR}/git"
 
