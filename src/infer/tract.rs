@@ -151,7 +151,7 @@ impl Backend for TractBackend {
         for (ix, (spec, dt)) in inputs.iter().zip(&input_types).enumerate() {
             model.set_input_fact(ix, InferenceFact::dt_shape(*dt, &spec.shape)).map_err(load_err)?;
         }
-        let typed = model.into_optimized().map_err(load_err)?;
+        let typed = super::tract_ops::optimize(model, self.fused_ops).map_err(load_err)?;
         let outputs = typed
             .output_outlets()
             .map_err(load_err)?

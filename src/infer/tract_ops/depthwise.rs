@@ -181,9 +181,17 @@ mod tests {
 
     #[test]
     fn each_output_is_its_bias_plus_the_taps_under_it_whatever_the_stride_and_threads() {
-        // Odd and even sides at both strides, one pixel, and rows wider than
-        // a few vectors.
-        let cases = [(3, 5, 7, false), (2, 1, 1, true), (16, 40, 33, true), (4, 12, 50, false)];
+        // Odd and even sides at both strides, one pixel, rows as wide as a
+        // vector or two at stride 2 (16, 20: a last vector over the one
+        // before), and rows wider than a few vectors.
+        let cases = [
+            (3, 5, 7, false),
+            (2, 1, 1, true),
+            (2, 9, 16, false),
+            (3, 6, 20, true),
+            (16, 40, 33, true),
+            (4, 12, 50, false),
+        ];
         for ((c, h, w, relu), stride) in cases.into_iter().flat_map(|case| [(case, 1), (case, 2)]) {
             let kernels: Vec<[f32; 9]> =
                 values(c * 9, 1).chunks_exact(9).map(|k| std::array::from_fn(|i| k[i])).collect();

@@ -2,8 +2,9 @@
 //! with zeros by one pixel on every side, stride 1, with its bias and an
 //! optional ReLU: the second half of [`super::pw_dw::PointwiseDepthwise`].
 //! With AVX2 (checked at run time, with FMA, as the pointwise half needs)
-//! it computes four output rows 8 pixels at a time; the edge pixels, and
-//! every pixel elsewhere, go through a scalar loop. Both add the products
+//! it computes four output rows 8 pixels at a time, the edges too; rows
+//! narrower than 9 pixels, and every row elsewhere, go through a scalar
+//! loop. Both add the products
 //! in tract's order, so that the outputs are tract's own bit for bit.
 
 use super::gather::gather;
@@ -22,9 +23,9 @@ pub fn depthwise_rows(rows: &[&[f32]], k: &[f32; 9], bias: f32, relu: bool, out:
     for (i, group) in out.chunks_mut(ROWS).enumerate() {
         let inputs = &rows[ROWS * i..ROWS * i + group.len() + 2];
         #[cfg(target_arch = "x86_64")]
-        let inner = if super::pointwise_kernel::kernel_available() && w >= 10 {
+        if super::pointwise_kernel::kernel_available() && w >= 9 {
             // SAFETY: the CPU has AVX2, checked just above; every row holds
-            // `w` values and `inputs` two more rows than `group`.
+            // at least `w` ≥ 9 values and `inputs` two more rows than `group`.
             unsafe {
                 match group.len() {
                     4 => rows_avx2::<4>(inputs, k, bias, relu, group),
@@ -33,14 +34,11 @@ pub fn depthwise_rows(rows: &[&[f32]], k: &[f32; 9], bias: f32, relu: bool, out:
                     _ => rows_avx2::<1>(inputs, k, bias, relu, group),
                 }
             }
-        } else {
-            1..1
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let inner = 1..1;
+            continue;
+        }
         for (r, out) in group.iter_mut().enumerate() {
-            for x in (0..inner.start).chain(inner.end..w) {
-                out[x] = pixel(&inputs[r..r + 3], w, k, bias, relu, x);
+            for (x, o) in out.iter_mut().enumerate() {
+                *o = pixel(&inputs[r..r + 3], w, k, bias, relu, x);
             }
         }
     }
@@ -68,71 +66,98 @@ fn pixel(rows: &[&[f32]], w: usize, k: &[f32; 9], bias: f32, relu: bool, x: usiz
     }
 }
 
-/// `R` (at most [`ROWS`]) output rows, every pixel but the first and
-/// last, in vectors of 8; returns the range it wrote. Each output row's
-/// sums form one chain of dependent adds; `R` of them side by side keep
-/// the adder busy.
+/// `R` (at most [`ROWS`]) output rows, every pixel, in vectors of 8. The
+/// first and last 8 read a column past the plane's edge: that load leaves
+/// the lane out (zero, and no memory read there). Each output row's sums
+/// form one chain of dependent adds; `R` of them side by side keep the
+/// adder busy.
 ///
 /// Each output is its bias plus each tap's product, added in the kernel's
 /// row-major order with a rounding after every multiply and add, as tract's
 /// own depthwise convolution does on x86_64: the same bits, which an INT8
-/// graph's rounding after the block needs to give tract's own outputs. On
-/// AVX2 a multiply and an add issue as fast as one FMA.
+/// graph's rounding after the block needs to give tract's own outputs (a
+/// tap past the edge adds a product of zero, which changes no sum but the
+/// sign of a zero one). On AVX2 a multiply and an add issue as fast as one
+/// FMA.
 ///
 /// # Safety
 /// The CPU has AVX2; `rows` holds `R + 2` rows and `out` `R` rows, the
-/// output rows all as long, at least 10 values, and the input rows no
+/// output rows all as long, at least 9 values, and the input rows no
 /// shorter.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn rows_avx2<const R: usize>(
-    rows: &[&[f32]],
-    k: &[f32; 9],
-    bias: f32,
-    relu: bool,
-    out: &mut [&mut [f32]],
-) -> std::ops::Range<usize> {
+unsafe fn rows_avx2<const R: usize>(rows: &[&[f32]], k: &[f32; 9], bias: f32, relu: bool, out: &mut [&mut [f32]]) {
     use std::arch::x86_64::*;
     let w = out[0].len();
     let t: [__m256; 9] = std::array::from_fn(|i| _mm256_set1_ps(k[i]));
-    let mut inputs = [std::ptr::null::<f32>(); ROWS + 2];
-    for (p, row) in inputs.iter_mut().zip(rows).take(R + 2) {
-        *p = row.as_ptr();
-    }
+    let inputs = std::array::from_fn(|r| rows.get(r).map_or(std::ptr::null(), |row| row.as_ptr()));
     let mut outputs = [std::ptr::null_mut::<f32>(); ROWS];
     for (p, row) in outputs.iter_mut().zip(out.iter_mut()).take(R) {
         *p = row.as_mut_ptr();
     }
-    let zero = _mm256_setzero_ps();
-    // Columns x - 1 to x + 8 must lie inside the row: the last vector
-    // starts at w - 9, over pixels the one before may have written.
-    let starts = (1..w - 9).step_by(8).chain(std::iter::once(w - 9));
-    for x in starts {
-        let mut y = [_mm256_set1_ps(bias); R];
-        for dy in 0..3 {
-            for dx in 0..3 {
-                let tap = t[3 * dy + dx];
-                for (r, y) in y.iter_mut().enumerate() {
-                    let v = _mm256_loadu_ps(inputs[r + dy].add(x - 1 + dx));
-                    *y = _mm256_add_ps(*y, _mm256_mul_ps(v, tap));
-                }
+    let io = (inputs, outputs);
+    eight::<R, true, false>(io, 0, &t, (bias, relu));
+    eight::<R, false, true>(io, w - 8, &t, (bias, relu));
+    // The columns between, where every tap lies inside the row (x ≥ 1 and
+    // x + 8 < w), the last vector over pixels the one before may have written.
+    let inner = if w > 16 { 8..w - 16 } else { 0..0 };
+    for x in inner.step_by(8).chain((w > 16).then(|| w - 16)) {
+        eight::<R, false, false>(io, x, &t, (bias, relu));
+    }
+}
+
+/// Outputs `x` to `x + 7` of `R` rows from input rows `r` to `r + 2` of
+/// each: columns `x - 1` to `x + 8`, without column -1 where `LEFT` is set
+/// and without column `x + 8` where `RIGHT` is.
+///
+/// # Safety
+/// The CPU has AVX2; each of the `R + 2` inputs holds the columns read,
+/// and each output row `x + 8` values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn eight<const R: usize, const LEFT: bool, const RIGHT: bool>(
+    (inputs, outputs): ([*const f32; ROWS + 2], [*mut f32; ROWS]),
+    x: usize,
+    t: &[std::arch::x86_64::__m256; 9],
+    (bias, relu): (f32, bool),
+) {
+    use std::arch::x86_64::*;
+    // Lanes 1 to 7, and 0 to 6.
+    let (first, last) =
+        (_mm256_setr_epi32(0, -1, -1, -1, -1, -1, -1, -1), _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, -1, 0));
+    let mut y = [_mm256_set1_ps(bias); R];
+    for dy in 0..3 {
+        for dx in 0..3 {
+            let tap = t[3 * dy + dx];
+            for (r, y) in y.iter_mut().enumerate() {
+                // Column x - 1 + dx: before the row at x = 0, dx = 0, where
+                // the masked load reads nothing of lane 0.
+                let p = inputs[r + dy].wrapping_add(x + dx).wrapping_sub(1);
+                let v = match dx {
+                    0 if LEFT => _mm256_maskload_ps(p, first),
+                    2 if RIGHT => _mm256_maskload_ps(p, last),
+                    _ => _mm256_loadu_ps(p),
+                };
+                *y = _mm256_add_ps(*y, _mm256_mul_ps(v, tap));
             }
         }
-        for (r, y) in y.iter().enumerate() {
-            let y = if relu { _mm256_max_ps(*y, zero) } else { *y };
-            _mm256_storeu_ps(outputs[r].add(x), y);
-        }
     }
-    1..w - 1
+    for (r, y) in y.iter().enumerate() {
+        let y = if relu { _mm256_max_ps(*y, _mm256_setzero_ps()) } else { *y };
+        _mm256_storeu_ps(outputs[r].add(x), y);
+    }
 }
 
 /// The output rows `out` of a 3×3 depthwise convolution at stride 2,
 /// padded by one, from `2 × out.len() + 1` input rows of `w` values (output
 /// row y reads rows 2y - 1 to 2y + 1 of the plane: the first given is the
 /// one above the first output row's, a row of zeros past the plane's
-/// edge), each output row (w + 1) / 2 long. `scratch` takes each input row
-/// split into its odd and even columns, so that the taps of 8 neighbouring
-/// outputs lie side by side. Sums in tract's order, as [`depthwise_rows`].
+/// edge), each output row (w + 1) / 2 long. `scratch` takes the input rows
+/// of [`ROWS`] output rows at a time, each split into its odd and even
+/// columns, so that the taps of 8 neighbouring outputs lie side by side;
+/// split a group at a time, they stay in the L1 cache (split whole, the
+/// 320-pixel rows of SCRFD's first stride-2 plane outgrew the L2 cache).
+/// Sums in tract's order, as [`depthwise_rows`].
 pub fn depthwise_rows_s2(
     rows: &[&[f32]],
     k: &[f32; 9],
@@ -154,14 +179,15 @@ pub fn depthwise_rows_s2(
     // and last when w is odd), its column 2x at x of the ow after.
     let line = 2 * ow + 1;
     scratch.clear();
-    scratch.resize(rows.len() * line, 0.0);
-    for (row, split) in rows.iter().zip(scratch.chunks_exact_mut(line)) {
-        let (odd, even) = split.split_at_mut(ow + 1);
-        gather(even, row, 2);
-        gather(&mut odd[1..=w / 2], &row[1..], 2);
-    }
+    scratch.resize((2 * ROWS + 1) * line, 0.0);
     for (i, group) in out.chunks_mut(ROWS).enumerate() {
-        let lines = &scratch[2 * ROWS * i * line..][..(2 * group.len() + 1) * line];
+        let lines = &mut scratch[..(2 * group.len() + 1) * line];
+        for (row, split) in rows[2 * ROWS * i..].iter().zip(lines.chunks_exact_mut(line)) {
+            let (odd, even) = split.split_at_mut(ow + 1);
+            gather(even, row, 2);
+            gather(&mut odd[1..=w / 2], &row[1..], 2);
+        }
+        let lines = &*lines;
         #[cfg(target_arch = "x86_64")]
         let done = if super::pointwise_kernel::kernel_available() {
             // SAFETY: the CPU has AVX2, checked just above; `lines` holds
@@ -195,7 +221,8 @@ pub fn depthwise_rows_s2(
 }
 
 /// `R` output rows of [`depthwise_rows_s2`] from their split lines, in
-/// vectors of 8; returns how many values of each row it wrote.
+/// vectors of 8; returns how many values of each row it wrote (all of
+/// them, or none in rows narrower than a vector).
 ///
 /// # Safety
 /// The CPU has AVX2; `lines` holds 2R + 1 lines of 2 ow + 1 values and
@@ -214,7 +241,9 @@ unsafe fn rows_s2_avx2<const R: usize>(
     let line = 2 * ow + 1;
     let t: [__m256; 9] = std::array::from_fn(|i| _mm256_set1_ps(k[i]));
     let zero = _mm256_setzero_ps();
-    for x in (0..ow / 8).map(|v| 8 * v) {
+    // The last vector over pixels the one before may have written.
+    let last = (ow % 8 != 0 && ow > 8).then(|| ow - 8);
+    for x in (0..ow / 8).map(|v| 8 * v).chain(last) {
         // R chains of dependent adds side by side, as in `rows_avx2`.
         let mut y = [_mm256_set1_ps(bias); R];
         for dy in 0..3 {
@@ -237,7 +266,11 @@ unsafe fn rows_s2_avx2<const R: usize>(
             _mm256_storeu_ps(row.as_mut_ptr().add(x), y);
         }
     }
-    ow / 8 * 8
+    if ow >= 8 {
+        ow
+    } else {
+        0
+    }
 }
 
 #[cfg(test)]
@@ -246,33 +279,36 @@ mod tests {
 
     #[test]
     fn each_output_is_the_bias_plus_its_zero_padded_3x3_neighbourhood() {
-        // 27 columns: vectors at 1, 9, 17 and 18, the scalar loop at 0 and
-        // 26; 7 rows: four together, then three.
-        const W: usize = 27;
-        let plane: Vec<f32> = (0..7 * W).map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0).collect();
-        let k = [0.5, -1.0, 0.25, 2.0, 1.0, -0.5, -0.75, 0.125, 1.5];
-        let at = |y: isize, x: isize| {
-            let inside = (0..7).contains(&y) && (0..W as isize).contains(&x);
-            if inside {
-                plane[y as usize * W + x as usize]
-            } else {
-                0.0
-            }
-        };
-        let zeros = [0f32; W];
-        let mut rows = vec![&zeros[..]];
-        rows.extend(plane.chunks_exact(W));
-        rows.push(&zeros[..]);
-        for relu in [false, true] {
-            let mut out = vec![f32::NAN; 7 * W];
-            let mut dst: Vec<&mut [f32]> = out.chunks_exact_mut(W).collect();
-            depthwise_rows(&rows, &k, 0.3, relu, &mut dst);
-            for (i, got) in out.iter().enumerate() {
-                let (y, x) = ((i / W) as isize, (i % W) as isize);
-                let taps = k.iter().enumerate().map(|(t, kv)| kv * at(y + t as isize / 3 - 1, x + t as isize % 3 - 1));
-                let want = 0.3 + taps.sum::<f32>();
-                let want = if relu { want.max(0.0) } else { want };
-                assert!((got - want).abs() < 1e-5, "row {y} col {x} relu {relu}: {got} for {want}");
+        // Widths through the scalar loop (5), both edge vectors alone (9,
+        // 16), one vector between them (17, 20), two (27, the second over
+        // the first's pixels); 7 rows: four together, then three.
+        for w in [5, 9, 16, 17, 20, 27] {
+            let plane: Vec<f32> = (0..7 * w).map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0).collect();
+            let k = [0.5, -1.0, 0.25, 2.0, 1.0, -0.5, -0.75, 0.125, 1.5];
+            let at = |y: isize, x: isize| {
+                let inside = (0..7).contains(&y) && (0..w as isize).contains(&x);
+                if inside {
+                    plane[y as usize * w + x as usize]
+                } else {
+                    0.0
+                }
+            };
+            let zeros = vec![0f32; w];
+            let mut rows = vec![&zeros[..]];
+            rows.extend(plane.chunks_exact(w));
+            rows.push(&zeros[..]);
+            for relu in [false, true] {
+                let mut out = vec![f32::NAN; 7 * w];
+                let mut dst: Vec<&mut [f32]> = out.chunks_exact_mut(w).collect();
+                depthwise_rows(&rows, &k, 0.3, relu, &mut dst);
+                for (i, got) in out.iter().enumerate() {
+                    let (y, x) = ((i / w) as isize, (i % w) as isize);
+                    let taps =
+                        k.iter().enumerate().map(|(t, kv)| kv * at(y + t as isize / 3 - 1, x + t as isize % 3 - 1));
+                    let want = 0.3 + taps.sum::<f32>();
+                    let want = if relu { want.max(0.0) } else { want };
+                    assert!((got - want).abs() < 1e-5, "width {w} row {y} col {x} relu {relu}: {got} for {want}");
+                }
             }
         }
     }

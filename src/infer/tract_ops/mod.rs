@@ -15,6 +15,7 @@
 //! | Conv 3×3 depthwise, stride 1 or 2 (→ Relu), f32, x86_64 with AVX2 and FMA | `depthwise::Depthwise`, four rows at a time | a generic loop over every tap |
 //! | Conv 1×1 (→ Relu) → Conv 3×3 depthwise (→ Relu) (→ MaxPool 2×2), with the INT8 pairs between | `pw_dw::PointwiseDepthwise`, a few rows at a time in the L2 cache | each node writes its whole output to memory and the next reads it back |
 //! | QuantizeLinear → DequantizeLinear (INT8 QDQ activations) | `fake_quant::FakeQuant`, one pass in place | two passes through a u8 tensor, a scalar rounding per value |
+//! | Resize, nearest, to constant `sizes` that repeat each pixel a whole number of times | tract's `NearestUpsample` ([`optimize`], `upsample`), rows copied | a generic resampling plan, axis by axis |
 //!
 //! The quantise-dequantise pairs are two ONNX nodes, so
 //! [`qdq_pairs::fuse_pairs`] first rewrites each into one node in the
@@ -42,6 +43,7 @@ mod prelu;
 mod pw_dw;
 mod qdq_pairs;
 mod sibling_convs;
+mod upsample;
 
 pub use fake_quant::{fake_quant_in_place, FakeQuant, Grid};
 pub use max_pool::{max_pool_2x2, MaxPool2x2};
@@ -117,6 +119,20 @@ pub fn prepare(proto: &mut tract_onnx::pb::ModelProto) -> Prepared {
     let folded = dequant_weights::fold(graph);
     let fused_pairs = qdq_pairs::fuse_pairs(graph);
     Prepared { folded, fused_pairs, merged_convs: sibling_convs::merge(graph, opset) }
+}
+
+/// tract's `into_optimized`, with fusiond's rewrites of the typed model
+/// between its declutter and codegen passes where `fused` is set: the
+/// Resizes that repeat pixels become upsamplings ([`upsample::lower`]),
+/// which needs their `sizes` folded to constants first.
+pub fn optimize(model: InferenceModel, fused: bool) -> TractResult<TypedModel> {
+    let mut typed = model.into_typed()?;
+    typed.declutter()?;
+    if fused && upsample::lower(&mut typed)? > 0 {
+        typed.compact()?;
+    }
+    typed.optimize()?;
+    Ok(typed)
 }
 
 /// Whether `t` holds f32 values, as many as its dims say.
