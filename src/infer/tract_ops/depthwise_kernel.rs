@@ -178,14 +178,21 @@ pub fn depthwise_rows_s2(
     // A row's column 2x - 1 at x of its first ow + 1 values (a zero first,
     // and last when w is odd), its column 2x at x of the ow after.
     let line = 2 * ow + 1;
-    scratch.clear();
-    scratch.resize((2 * ROWS + 1) * line, 0.0);
+    // Every value of a line is written before it is read: no zeroing of
+    // the whole scratch, which a fused block calls for a few rows at a time.
+    if scratch.len() < (2 * ROWS + 1) * line {
+        scratch.resize((2 * ROWS + 1) * line, 0.0);
+    }
     for (i, group) in out.chunks_mut(ROWS).enumerate() {
         let lines = &mut scratch[..(2 * group.len() + 1) * line];
         for (row, split) in rows[2 * ROWS * i..].iter().zip(lines.chunks_exact_mut(line)) {
             let (odd, even) = split.split_at_mut(ow + 1);
             gather(even, row, 2);
             gather(&mut odd[1..=w / 2], &row[1..], 2);
+            odd[0] = 0.0;
+            if w % 2 == 1 {
+                odd[ow] = 0.0;
+            }
         }
         let lines = &*lines;
         #[cfg(target_arch = "x86_64")]

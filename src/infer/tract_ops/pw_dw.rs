@@ -1,7 +1,8 @@
 //! A pointwise convolution followed by a 3×3 depthwise one (and often a
-//! ReLU), as YuNet's first five blocks are: 16 to 64 channels over 320×320
-//! and 160×160 maps. Run one after the other, each node writes its whole
-//! output (up to 6.5 MB) and the next reads it back from memory.
+//! ReLU), as YuNet's first five blocks and SCRFD's first four are: 16 to
+//! 64 channels over 320×320 and 160×160 maps, the depthwise half at stride
+//! 1 or 2. Run one after the other, each node writes its whole output (up
+//! to 6.5 MB) and the next reads it back from memory.
 //! `PointwiseDepthwise` computes a few rows of the pointwise output at a
 //! time into a buffer that stays in the L2 cache, convolves them there and
 //! writes only the block's output. Rows are shared among tract's threads;
@@ -15,7 +16,7 @@
 //! applies wherever that kernel does (x86_64 with AVX2 and FMA).
 
 use super::depthwise::Depthwise;
-use super::depthwise_kernel::depthwise_rows;
+use super::depthwise_kernel::{depthwise_rows, depthwise_rows_s2};
 use super::fake_quant::{fake_quant_in_place, Grid};
 use super::fake_quant_grid;
 use super::max_pool::{pool_rows, MaxPool2x2};
@@ -45,8 +46,7 @@ pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Op
     if dw_node.inputs.first() != Some(&last.id.into()) {
         return Ok(None);
     }
-    let Some(dw) = dw_node.op_as::<Depthwise>().filter(|dw| dw.stride == 1 && dw.kernels.len() == pw.channels().1)
-    else {
+    let Some(dw) = dw_node.op_as::<Depthwise>().filter(|dw| dw.kernels.len() == pw.channels().1) else {
         return Ok(None);
     };
     last = dw_node;
@@ -56,10 +56,10 @@ pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Op
         Some(grid) => Some(grid),
         None => take_fake_quant(model, &mut last)?,
     };
-    let pool = take_max_pool(model, &mut last)?;
-    let (dw, dw_bias) = (dw.kernels.clone(), dw.bias.clone());
+    let pool = dw.stride == 1 && take_max_pool(model, &mut last)?;
+    let (dw, dw_bias, stride) = (dw.kernels.clone(), dw.bias.clone(), dw.stride);
     let pw = if mid_relu { pw.with_relu() } else { pw.clone() };
-    let op = PointwiseDepthwise { pw, mid_grid, dw, dw_bias, relu, out_grid, pool };
+    let op = PointwiseDepthwise { pw, mid_grid, dw, dw_bias, stride, relu, out_grid, pool };
     let mut patch = TypedModelPatch::default();
     let input = patch.tap_model(model, node.inputs[0])?;
     let wire = patch.wire_node(&node.name, op, &[input])?;
@@ -98,8 +98,8 @@ fn take_fake_quant<'m>(model: &'m TypedModel, last: &mut &'m TypedNode) -> Tract
     take(model, last, |next, _| fake_quant_grid(next))
 }
 
-/// A 1×1 convolution, a 3×3 depthwise convolution (stride 1, padded by
-/// one) and an optional ReLU, on NCHW f32.
+/// A 1×1 convolution, a 3×3 depthwise convolution (stride 1 or 2, padded
+/// by one) and an optional ReLU, on NCHW f32.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PointwiseDepthwise {
     pw: Packed,
@@ -108,48 +108,64 @@ pub struct PointwiseDepthwise {
     /// The depthwise kernels, one a channel, row by row.
     dw: Arc<Vec<[f32; 9]>>,
     dw_bias: Arc<Vec<f32>>,
+    /// The depthwise half's stride, 1 or 2, across and down alike.
+    stride: usize,
     relu: bool,
     /// The grid the output is rounded to, in an INT8 graph.
     out_grid: Option<Grid>,
     /// Whether the output is pooled, 2×2 with stride 2 (its height and
-    /// width halved, rounded down).
+    /// width halved, rounded down); only after a depthwise half of stride 1.
     pool: bool,
 }
 
 impl Eq for PointwiseDepthwise {}
 
 impl PointwiseDepthwise {
-    /// One batch item: `x` is `ci` planes of `h`×`w`, `y` `co` planes (of
-    /// (h/2)×(w/2) when pooled). Output rows are shared among tract's
-    /// threads, pairs of rows when pooled.
+    /// The output's height and width for an input of `h`×`w`.
+    fn out_size(&self, h: usize, w: usize) -> (usize, usize) {
+        match (self.pool, self.stride) {
+            (true, _) => (h / 2, w / 2),
+            (false, 2) => (h.div_ceil(2), w.div_ceil(2)),
+            _ => (h, w),
+        }
+    }
+
+    /// One batch item: `x` is `ci` planes of `h`×`w`, `y` `co` planes of
+    /// [`Self::out_size`]. Output rows are shared among tract's threads,
+    /// pairs of block rows when pooled.
     pub fn run(&self, x: &[f32], y: &mut [f32], h: usize, w: usize) {
         if self.pool {
             share_rows(y, (h / 2, w / 2), |r, share| self.rows(x, (h, w), 2 * r.start..2 * r.end, share));
         } else {
-            share_rows(y, (h, w), |range, share| self.rows(x, (h, w), range, share));
+            share_rows(y, self.out_size(h, w), |range, share| self.rows(x, (h, w), range, share));
         }
     }
 
-    /// Block rows `range` of every plane into `out` (one slice a plane,
-    /// holding those rows, or the pooled rows of them), a few rows at a
-    /// time: each step computes the pointwise rows it needs into `mid`,
-    /// past the two it keeps from the step before.
+    /// Block rows `range` (before pooling) of every plane into `out` (one
+    /// slice a plane, holding those rows, or the pooled rows of them), a
+    /// few rows at a time: each step computes the pointwise rows it needs
+    /// into `mid`, past those it keeps from the step before.
     fn rows(&self, x: &[f32], (h, w): (usize, usize), range: Range<usize>, mut out: Vec<&mut [f32]>) {
-        let co = self.pw.channels().1;
-        let step = (MID_VALUES / (co * w).max(1)).max(3) - 2;
+        let (co, s) = (self.pw.channels().1, self.stride);
+        let ow = if self.pool { w / 2 } else { self.out_size(h, w).1 };
+        // A step's block rows read s × step + 1 pointwise rows (+ 1 kept).
+        let held_rows = (MID_VALUES / (co * w).max(1)).max(3);
+        let step = if s == 2 { (held_rows - 1) / 2 } else { held_rows - 2 };
         // Pooled, a step takes whole pairs of rows (`range` starts even).
         let step = if self.pool { (step & !1).max(2) } else { step };
-        let stride = (step + 2) * w;
+        let stride = (s * step + 2) * w;
         let mut mid = vec![0f32; co * stride];
         // The rows past the plane's top and bottom edges.
         let zeros = vec![0f32; w];
-        // A step's block rows before pooling, and a row of scratch.
-        let mut unpooled = vec![0f32; if self.pool { (step + 1) * w } else { 0 }];
+        // A step's block rows before pooling and a row of scratch, or the
+        // stride-2 kernel's split rows.
+        let mut scratch = vec![0f32; if self.pool { (step + 1) * w } else { 0 }];
         // The next pointwise row to compute, and the row in the first slot.
         let (mut next, mut held) = (0, 0);
         for y0 in range.clone().step_by(step) {
             let y1 = (y0 + step).min(range.end);
-            let (lo, hi) = (y0.saturating_sub(1), (y1 + 1).min(h));
+            // Block row y reads pointwise rows s × y - 1 to s × y + 1.
+            let (lo, hi) = ((s * y0).saturating_sub(1), (s * (y1 - 1) + 2).min(h));
             if next > lo {
                 for plane in mid.chunks_exact_mut(stride) {
                     plane.copy_within((lo - held) * w..(next - held) * w, 0);
@@ -166,23 +182,32 @@ impl PointwiseDepthwise {
             }
             (next, held) = (hi, lo);
             let (a, b) = (y0 - range.start, y1 - range.start);
-            let done = if self.pool { (a / 2 * (w / 2), b / 2 * (w / 2)) } else { (a * w, b * w) };
+            let done = if self.pool { (a / 2 * ow, b / 2 * ow) } else { (a * ow, b * ow) };
             for (c, (plane, out)) in mid.chunks_exact(stride).zip(out.iter_mut()).enumerate() {
                 let row = |r: Option<usize>| match r {
                     Some(r) if r >= lo && r < hi => &plane[(r - lo) * w..][..w],
                     _ => &zeros[..],
                 };
-                let inputs: Vec<&[f32]> = (y0..y1 + 2).map(|r| row(r.checked_sub(1))).collect();
-                self.finish(c, &inputs, &mut out[done.0..done.1], &mut unpooled);
+                let inputs: Vec<&[f32]> = (s * y0..s * (y1 - 1) + 3).map(|r| row(r.checked_sub(1))).collect();
+                self.finish(c, &inputs, &mut out[done.0..done.1], &mut scratch);
             }
         }
     }
 
-    /// Channel `c`'s block rows from its pointwise rows `inputs` (one more
-    /// on each side), into `done`: directly, or through `unpooled` and
-    /// then pooled.
-    fn finish(&self, c: usize, inputs: &[&[f32]], done: &mut [f32], unpooled: &mut [f32]) {
-        let (w, n) = (inputs[0].len(), inputs.len() - 2);
+    /// Channel `c`'s block rows from its pointwise rows `inputs` (those
+    /// they read), into `done`: directly, or through `scratch` and then
+    /// pooled.
+    fn finish(&self, c: usize, inputs: &[&[f32]], done: &mut [f32], scratch: &mut Vec<f32>) {
+        let w = inputs[0].len();
+        if self.stride == 2 {
+            let mut dst: Vec<&mut [f32]> = done.chunks_exact_mut(w.div_ceil(2)).collect();
+            depthwise_rows_s2(inputs, &self.dw[c], (self.dw_bias[c], self.relu), &mut dst, scratch);
+            if let Some(grid) = self.out_grid {
+                fake_quant_in_place(done, grid);
+            }
+            return;
+        }
+        let (n, unpooled) = (inputs.len() - 2, &mut scratch[..]);
         let block = if self.pool { &mut unpooled[..n * w] } else { &mut *done };
         let mut dst: Vec<&mut [f32]> = block.chunks_exact_mut(w).collect();
         depthwise_rows(inputs, &self.dw[c], self.dw_bias[c], self.relu, &mut dst);
@@ -209,7 +234,7 @@ impl Op for PointwiseDepthwise {
 
     fn info(&self) -> TractResult<Vec<String>> {
         let (ci, co) = self.pw.channels();
-        Ok(vec![format!("{ci} → {co} channels, then 3×3 per channel")])
+        Ok(vec![format!("{ci} → {co} channels, then 3×3 per channel at stride {}", self.stride)])
     }
 
     op_as_typed_op!();
@@ -223,7 +248,7 @@ impl EvalOp for PointwiseDepthwise {
         let (ci, co) = self.pw.channels();
         let &[n, c, h, w] = x.shape() else { bail!("Conv 1×1 + 3×3: a rank-4 NCHW input, not {:?}", x.shape()) };
         ensure!(c == ci, "Conv 1×1 + 3×3: {c} input channels where the weights have {ci}");
-        let (oh, ow) = if self.pool { (h / 2, w / 2) } else { (h, w) };
+        let (oh, ow) = self.out_size(h, w);
         // SAFETY: every value is written below (`run` writes whole planes).
         let mut y = unsafe { Tensor::uninitialized::<f32>(&[n, co, oh, ow])? };
         if n * oh * ow > 0 {
@@ -245,7 +270,11 @@ impl TypedOp for PointwiseDepthwise {
     fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
         let s = &inputs[0].shape;
         ensure!(s.rank() == 4, "Conv 1×1 + 3×3: a rank-4 NCHW input, not {s:?}");
-        let (h, w) = if self.pool { (s[2].clone() / 2u64, s[3].clone() / 2u64) } else { (s[2].clone(), s[3].clone()) };
+        let (h, w) = match (self.pool, self.stride) {
+            (true, _) => (s[2].clone() / 2u64, s[3].clone() / 2u64),
+            (false, 2) => ((s[2].clone() + 1u64) / 2u64, (s[3].clone() + 1u64) / 2u64),
+            _ => (s[2].clone(), s[3].clone()),
+        };
         Ok(tvec!(f32::fact([s[0].clone(), self.pw.channels().1.to_dim(), h, w])))
     }
 
@@ -264,7 +293,8 @@ mod tests {
         flat.chunks_exact(9).map(|k| std::array::from_fn(|i| k[i])).collect()
     }
 
-    /// The three steps one after the other, in f64, as plain loops.
+    /// The three steps one after the other, in f64, as plain loops, at
+    /// stride 1 (the caller takes every other row and column for stride 2).
     fn reference(x: &[f32], op: &PointwiseDepthwise, pw: (&[f32], &[f32]), h: usize, w: usize) -> Vec<f32> {
         let (ci, co) = op.pw.channels();
         let hw = h * w;
@@ -299,7 +329,7 @@ mod tests {
 
     /// The block's output for `x` with `threads` threads.
     fn run(op: &PointwiseDepthwise, x: &[f32], (h, w): (usize, usize), threads: usize) -> Vec<f32> {
-        let (oh, ow) = if op.pool { (h / 2, w / 2) } else { (h, w) };
+        let (oh, ow) = op.out_size(h, w);
         let mut y = vec![f32::NAN; op.pw.channels().1 * oh * ow];
         multithread_tract_scope(Executor::multithread(threads), || op.run(x, &mut y, h, w));
         assert!(y.iter().all(|v| v.is_finite()), "an output left unwritten");
@@ -311,14 +341,18 @@ mod tests {
         // Small maps (one step, odd sides), one pixel, and 16 × 300 (65536
         // / 4800 - 2 = 11 rows a step, 10 when pooled: the rows kept from
         // one step to the next).
+        // At stride 2, pointwise rows kept from one step to the next: 16
+        // channels × 300 hold 65536 / 4800 = 13 rows, 6 block rows a step.
+        let strided = [(false, false, 2), (true, false, 2)];
         for (ci, co, h, w) in [(3, 5, 7, 9), (4, 8, 1, 1), (2, 3, 40, 2), (3, 16, 40, 300), (2, 16, 41, 300)] {
-            for (relu, pool) in [(false, false), (true, false), (false, true), (true, true)] {
+            let unstrided = [(false, false), (true, false), (false, true), (true, true)].map(|(r, p)| (r, p, 1));
+            for (relu, pool, stride) in unstrided.into_iter().chain(strided) {
                 let (pw_w, pw_b) = (values(co * ci, 1), values(co, 2));
                 // The ReLU on both halves, or on neither (SCRFD's block has both).
                 let pw = Packed::new(&pw_w, &pw_b, co, ci);
                 let pw = if relu { pw.with_relu() } else { pw };
                 let (dw, dw_bias) = (Arc::new(kernels(&values(co * 9, 3))), Arc::new(values(co, 4)));
-                let op = PointwiseDepthwise { pw, mid_grid: None, dw, dw_bias, relu, out_grid: None, pool };
+                let op = PointwiseDepthwise { pw, mid_grid: None, dw, dw_bias, stride, relu, out_grid: None, pool };
                 let x = values(ci * h * w, 5);
                 let mut want = reference(&x, &op, (&pw_w, &pw_b), h, w);
                 if pool {
@@ -326,10 +360,15 @@ mod tests {
                     max_pool_2x2(&want, &mut pooled, h, w);
                     want = pooled;
                 }
+                if stride == 2 {
+                    let at = |i: usize| (i / w % h % 2 == 0) && (i % w % 2 == 0);
+                    want = want.iter().enumerate().filter(|(i, _)| at(*i)).map(|(_, v)| *v).collect();
+                }
                 for threads in [1, 3] {
                     let y = run(&op, &x, (h, w), threads);
                     let worst = y.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-                    let case = format!("{ci}→{co} at {h}×{w}, relu {relu}, pool {pool}, {threads} threads");
+                    let case =
+                        format!("{ci}→{co} at {h}×{w}, stride {stride}, relu {relu}, pool {pool}, {threads} threads");
                     assert!(worst < 1e-4, "{case}: off by {worst}");
                 }
             }
