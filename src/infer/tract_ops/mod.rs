@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | PRelu | `prelu::ChannelPrelu`, one pass in place | a multiply, a comparison and a select, three passes |
 //! | MaxPool 2×2, stride 2 | `max_pool::MaxPool2x2`, two rows at a time | a generic patch walk per output value |
-//! | Conv 1×1 (pointwise) (→ Relu), f32, x86_64 with AVX2 and FMA | `pointwise::PointwiseConv`, straight from NCHW rows | it copies the whole input into panels first |
+//! | Conv 1×1 (pointwise) of up to 64 input or up to 16 output channels (→ Relu), f32, x86_64 with AVX2 and FMA | `pointwise::PointwiseConv`, straight from NCHW rows | it copies the whole input into panels first |
 //! | Conv with at most 32 taps a patch (3 × 3 × 3: the detectors' first layer), → Relu | `patch_conv::PatchConv`, the patches of a few rows into the pointwise kernel | a direct loop over every tap |
 //! | Conv with at least 4096 taps a patch (the swapper's 3×3 over 512 and 1024 channels), → Relu, f32 weights or INT8 ones that tract dequantises as it runs (`int8_weights`), x86_64 with AVX2 and FMA | `gemm_conv`, as `PatchConv`'s blocked product (`gemm_kernel`): patches packed a block of taps at a time, the weights once (INT8 ones kept INT8, dequantised a block at a time) | one product over all the taps: each panel of weights is read from beyond the L2 cache again for every 6 pixels; INT8 weights dequantised whole every run |
 //! | Conv 3×3 depthwise, stride 1 or 2 (→ Relu), f32, x86_64 with AVX2 and FMA | `depthwise::Depthwise`, four rows at a time | a generic loop over every tap |

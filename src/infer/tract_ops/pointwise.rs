@@ -1,8 +1,9 @@
 //! 1×1 convolutions ("pointwise") with few input channels (YuNet's and
-//! SCRFD's 16 to 64 channels, from 320×320 down). tract runs each as a
-//! matrix product whose input it first copies into packed panels, a pass
-//! as long as the product itself on the large early maps; see [`MAX_CI`]
-//! for where tract's own is the faster. `PointwiseConv` reads the NCHW
+//! SCRFD's 16 to 64 channels, from 320×320 down) or few output channels
+//! (SCRFD's lateral ones, to 16). tract runs each as a matrix product
+//! whose input it first copies into packed panels, a pass as long as the
+//! product itself on the large early maps; see [`MAX_CI`] for where
+//! tract's own is the faster. `PointwiseConv` reads the NCHW
 //! rows where they lie (`pointwise_kernel`). The Conv parser here also wires fusiond's other
 //! convolutions ([`PatchConv`], [`Depthwise`]) where they fit.
 //!
@@ -12,7 +13,7 @@
 
 use super::depthwise::{may_be_depthwise, Depthwise};
 use super::patch_conv::PatchConv;
-use super::pointwise_kernel::{kernel_available, pointwise, Packed, Run, MAX_CI, TILE_CO};
+use super::pointwise_kernel::{kernel_available, pointwise, Packed, Run, MAX_CI, MAX_CO_ANY_CI, TILE_CO};
 use super::StockParser;
 use super::{int8_weights, is_relu};
 use tract_linalg::multithread::{current_tract_executor, Executor};
@@ -27,8 +28,8 @@ use tract_onnx::tract_hir::ops::nn::DataFormat;
 /// tract's own Conv parser: every convolution starts there.
 pub static STOCK: StockParser = StockParser::new("Conv");
 
-/// The Conv parser: 1×1 convolutions of up to [`MAX_CI`] input channels
-/// run as [`PointwiseConv`].
+/// The Conv parser: 1×1 convolutions of up to [`MAX_CI`] input channels,
+/// or of up to [`MAX_CO_ANY_CI`] output channels, run as [`PointwiseConv`].
 pub fn parse(ctx: &ParsingContext, node: &NodeProto) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)> {
     let (op, extra) = STOCK.parse(ctx, node)?;
     let conv = op.as_op().downcast_ref::<Box<dyn Expansion>>().and_then(|e| e.as_any().downcast_ref::<Conv>());
@@ -136,7 +137,7 @@ impl PointwiseConv {
         let w = w.konst.as_ref()?;
         let &[co, ci, 1, 1] = w.shape() else { return None };
         let channels_match = x.shape.rank() == 4 && x.shape[1].to_usize().is_ok_and(|c| c == ci);
-        let fits = (1..=MAX_CI).contains(&ci) && co > 0;
+        let fits = ((1..=MAX_CI).contains(&ci) || (ci > 0 && co <= MAX_CO_ANY_CI)) && co > 0;
         if x.datum_type != f32_dt || w.datum_type() != f32_dt || !channels_match || !fits {
             return None;
         }
@@ -286,9 +287,14 @@ mod tests {
         let other_ci = konst(Tensor::from_shape(&[2, 4, 1, 1], &[1f32; 8]).unwrap());
         assert!(PointwiseConv::for_facts(&x, &other_ci, None).is_none(), "4 channels for 3");
         assert!(PointwiseConv::for_facts(&x, &f32::fact([2, 3, 1, 1]), None).is_none(), "weights computed at run time");
-        let wide = konst(Tensor::from_shape(&[2, MAX_CI + 1, 1, 1], &[1f32; 2 * (MAX_CI + 1)]).unwrap());
+        // Past MAX_CI input channels, only with few output channels.
+        let co = MAX_CO_ANY_CI + 1;
+        let wide = konst(Tensor::from_shape(&[co, MAX_CI + 1, 1, 1], &vec![1f32; co * (MAX_CI + 1)]).unwrap());
         let x_wide = f32::fact([1, MAX_CI + 1, 4, 4]);
         assert!(PointwiseConv::for_facts(&x_wide, &wide, None).is_none(), "more input channels than pay");
+        let narrow =
+            konst(Tensor::from_shape(&[co - 1, MAX_CI + 1, 1, 1], &vec![1f32; (co - 1) * (MAX_CI + 1)]).unwrap());
+        assert!(PointwiseConv::for_facts(&x_wide, &narrow, None).is_some(), "few output channels");
         let long_bias = konst(tensor1(&[0f32; 3]));
         assert!(PointwiseConv::for_facts(&x, &w, Some(&long_bias)).is_none(), "3 biases for 2 channels");
     }

@@ -26,6 +26,12 @@ const TILE_PX: usize = 24;
 /// maps tract's tuned product is the faster.
 pub const MAX_CI: usize = 64;
 
+/// With this many output channels or fewer, fusiond gives this kernel any
+/// number of input channels: tract's packing of the whole input then
+/// outweighs its product of so few rows (SCRFD's lateral 1×1s, 72, 152 and
+/// 288 → 16 channels).
+pub const MAX_CO_ANY_CI: usize = 16;
+
 /// Up to this many input channels a sum starts from the bias, past it the
 /// bias is added last, as tract's own product does there: the sums are
 /// then tract's own to the bit, which an INT8 graph's rounding after every
