@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 5a27d5000c1bd55968d4917122a2d5258a8e9fd4adb59ffd3f32d26307a7b464
-SRCREV = "5d3416ae22dd75c648c011dca899bc620e43e971"
+# fusiond-inputs: 9a9b61e2767817fe2c48caf9bf28eb54fcc0cb40360853130383ee17a7f4d3eb
+SRCREV = "7614620f95a2aaf434f7fe57ec1a5eaa61252e5e"
 
 S = "${WORKDIR}/git"
 
