@@ -147,7 +147,7 @@ impl PointwiseDepthwise {
     /// into `mid`, past those it keeps from the step before.
     fn rows(&self, x: &[f32], (h, w): (usize, usize), range: Range<usize>, mut out: Vec<&mut [f32]>) {
         let (co, s) = (self.pw.channels().1, self.stride);
-        let ow = if self.pool { w / 2 } else { self.out_size(h, w).1 };
+        let ow = self.out_size(h, w).1;
         // A step's block rows read s × step + 1 pointwise rows (+ 1 kept).
         let held_rows = (MID_VALUES / (co * w).max(1)).max(3);
         let step = if s == 2 { (held_rows - 1) / 2 } else { held_rows - 2 };
