@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 9a9b61e2767817fe2c48caf9bf28eb54fcc0cb40360853130383ee17a7f4d3eb
-SRCREV = "7614620f95a2aaf434f7fe57ec1a5eaa61252e5e"
+# fusiond-inputs: 29f4364d20a91ecd08e84d296d9c2b6a9f21fd440855fed8911d6905496caee4
+SRCREV = "137e0d268a720941672006e30fba7eb183a5d0ce"
 
 S = "${WORKDIR}/git"
 
