@@ -25,7 +25,7 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
 # fusiond-inputs: 29f4364d20a91ecd08e84d296d9c2b6a9f21fd440855fed8911d6905496caee4
-SRCREV = "137e0d268a720941672006e30fba7eb183a5d0ce"
+SRCREV = "d1b27150f280e476f5cc5f80e020165943e7495e"
 
 S = "${WORKDIR}/git"
 
