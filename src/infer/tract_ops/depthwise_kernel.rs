@@ -175,8 +175,7 @@ pub fn depthwise_rows_s2(
             && out.iter().all(|o| o.len() == ow),
         "depthwise at stride 2: two input rows an output row and one more, outputs half as long, rounded up"
     );
-    // A row's column 2x - 1 at x of its first ow + 1 values (a zero first,
-    // and last when w is odd), its column 2x at x of the ow after.
+    // Each row split into its odd and even columns ([`split_columns`]).
     let line = 2 * ow + 1;
     // Every value of a line is written before it is read: no zeroing of
     // the whole scratch, which a fused block calls for a few rows at a time.
@@ -186,13 +185,7 @@ pub fn depthwise_rows_s2(
     for (i, group) in out.chunks_mut(ROWS).enumerate() {
         let lines = &mut scratch[..(2 * group.len() + 1) * line];
         for (row, split) in rows[2 * ROWS * i..].iter().zip(lines.chunks_exact_mut(line)) {
-            let (odd, even) = split.split_at_mut(ow + 1);
-            gather(even, row, 2);
-            gather(&mut odd[1..=w / 2], &row[1..], 2);
-            odd[0] = 0.0;
-            if w % 2 == 1 {
-                odd[ow] = 0.0;
-            }
+            split_columns(row, split, ow);
         }
         let lines = &*lines;
         #[cfg(target_arch = "x86_64")]
@@ -214,16 +207,41 @@ pub fn depthwise_rows_s2(
         let done = 0;
         for (r, out) in group.iter_mut().enumerate() {
             for (x, o) in out.iter_mut().enumerate().skip(done) {
-                let mut sum = bias;
-                for (dy, taps) in k.chunks_exact(3).enumerate() {
-                    let (odd, even) = lines[(2 * r + dy) * line..][..line].split_at(ow + 1);
-                    sum += taps[0] * odd[x];
-                    sum += taps[1] * even[x];
-                    sum += taps[2] * odd[x + 1];
-                }
-                *o = if relu { sum.max(0.0) } else { sum };
+                *o = pixel_s2(&lines[2 * r * line..], ow, k, (bias, relu), x);
             }
         }
+    }
+}
+
+/// Output pixel `x` of a row from the split lines of its three input rows
+/// (the first of `lines`, each 2 ow + 1 values), in [`rows_s2_avx2`]'s order.
+fn pixel_s2(lines: &[f32], ow: usize, k: &[f32; 9], (bias, relu): (f32, bool), x: usize) -> f32 {
+    let mut sum = bias;
+    for (taps, line) in k.chunks_exact(3).zip(lines.chunks_exact(2 * ow + 1)) {
+        let (odd, even) = line.split_at(ow + 1);
+        sum += taps[0] * odd[x];
+        sum += taps[1] * even[x];
+        sum += taps[2] * odd[x + 1];
+    }
+    if relu {
+        sum.max(0.0)
+    } else {
+        sum
+    }
+}
+
+/// Writes `row` (`w` values) into `split` (2 ow + 1 values) as
+/// [`depthwise_rows_s2`] reads it: column 2x - 1 at x of the first ow + 1
+/// (a zero first, and last when `w` is odd), column 2x at x of the ow
+/// after. Every value is written, so `split` need not be zeroed.
+fn split_columns(row: &[f32], split: &mut [f32], ow: usize) {
+    let w = row.len();
+    let (odd, even) = split.split_at_mut(ow + 1);
+    gather(even, row, 2);
+    gather(&mut odd[1..=w / 2], &row[1..], 2);
+    odd[0] = 0.0;
+    if w % 2 == 1 {
+        odd[ow] = 0.0;
     }
 }
 
