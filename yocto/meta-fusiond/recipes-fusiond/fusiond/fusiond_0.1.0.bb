@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 29f4364d20a91ecd08e84d296d9c2b6a9f21fd440855fed8911d6905496caee4
-SRCREV = "d1b27150f280e476f5cc5f80e020165943e7495e"
+# fusiond-inputs: 187fd1b11059578e355f1ec4d7f3af08d6b49e061fb964e85551b1ac3db4d0e6
+SRCREV = "70aeb0fe33e51bbe5eaab283adc97920b7349760"
 
 S = "${WORKDIR}/git"
 
