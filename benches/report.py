@@ -12,24 +12,34 @@ import json
 import sys
 
 
-def pipeline(tract_path, ort_path, ref_path):
+def pipeline(tract_path, ort_path, ref_path, letterbox_path=None):
+    """fusiond on each engine against the reference; with `letterbox_path`, a
+    third fusiond run on ONNX Runtime with the detector at the reference's
+    square letterbox (--size), beside the fitted one."""
     runs = {"tract": json.load(open(tract_path)), "ort": json.load(open(ort_path))}
+    if letterbox_path:
+        runs["ort-box"] = json.load(open(letterbox_path))
     ref = json.load(open(ref_path))
-    print("  scenario   stage        fusiond/tract  fusiond/ort  reference   ref/tract  ref/ort")
+    for engine, doc in runs.items():
+        if "detector_size" in doc:
+            w, h = doc["detector_size"]
+            print(f"  fusiond/{engine}: {doc['detector']} at {w}x{h}")
+    print("  reference: the detector at its declared input size, the frame letterboxed into it as FaceFusion does")
+    cols = list(runs)
+    head = "".join(f"{'fusiond/' + e:>15}" for e in cols) + "  reference" + "".join(f"{'ref/' + e:>12}" for e in cols)
+    print(f"  scenario   stage       {head}")
     for label, key in (("1 face", "1 face"), ("2 faces", "2 faces")):
         rows = {}
         for engine, doc in runs.items():
             # fusiond-bench live's scenarios: "1 face"/"2 faces", swap mode; e2e there includes YUYV and publishing.
             rows[engine] = next(r for r in doc["rows"] if r["scenario"] == label and r["mode"] == "swap")["ms"]
         r = ref[key]
-        stages = (
-            ("inference", rows["tract"]["inference"], rows["ort"]["inference"], r["inference"]),
-            ("pixelwork", rows["tract"]["pixelwork"], rows["ort"]["pixelwork"], r["pixel"]),
-            ("jpeg", rows["tract"]["jpeg"], rows["ort"]["jpeg"], r["jpeg"]),
-            ("frame*", rows["tract"]["frame"], rows["ort"]["frame"], r["total"]),
-        )
-        for name, t, o, x in stages:
-            print(f"  {label:<10} {name:<12} {t:>13.2f} {o:>12.2f} {x:>10.2f} {x / t:>10.2f}x {x / o:>7.2f}x")
+        for name, ours, theirs in (("inference", "inference", "inference"), ("pixelwork", "pixelwork", "pixel"),
+                                   ("jpeg", "jpeg", "jpeg"), ("frame*", "frame", "total")):
+            x = r[theirs]
+            ms = "".join(f"{rows[e][ours]:>15.2f}" for e in cols)
+            ratios = "".join(f"{x / rows[e][ours]:>11.2f}x" for e in cols)
+            print(f"  {label:<10} {name:<11} {ms} {x:>10.2f}{ratios}")
     print("  frame* = inference + pixelwork + jpeg, the work both sides do, summed per frame and then the median")
     print("  on both sides (fusiond's YUYV conversion and MQTT publishing are left out; fusiond-bench live prints")
     print("  them); the stage rows are medians of their own. ref/x > 1: fusiond is that many times faster.")

@@ -59,15 +59,21 @@ echo "== 1. per model (fusiond-bench models)"
 echo "== 2. full pipeline per 640x480 frame (fusiond-bench live part 1, then the reference)"
 frames=(--two "$shared/camera/two_people_pan/frame_001.jpg" --one "$shared/images/fr_obama.jpg"
     --source "$shared/images/fr_biden.jpg")
-for engine in tract ort; do
-    "$bin" live --models "$shared/models" --models "$work/contract" --detector yunet_2023mar \
+# fusiond fits its detector to the 640x480 frame (pipeline.fit_detector);
+# `ort-box` runs it again at the reference's 640x640 letterbox, to show what
+# the fit alone changes.
+for run in tract ort ort-box; do
+    size=()
+    [ "$run" = ort-box ] && size=(--size 640x640)
+    "$bin" live --models "$shared/models" --models "$work/contract" --detector yunet_2023mar "${size[@]}" \
         --swapper identity_swapper "${frames[@]}" --runs "$runs" --seconds 0 \
-        --engine "$engine" --ort-library "$lib" --json "$work/live-$engine.json"
+        --engine "${run%-box}" --ort-library "$lib" --json "$work/live-$run.json"
 done
 "$py" benches/reference_pipeline.py --models "$shared/models" --models "$work/contract" --detector yunet_2023mar \
     --swapper identity_swapper "${frames[@]}" --runs "$runs" --json "$work/reference.json" 2>/dev/null
 echo "-- side by side (median ms, swap mode)"
-"$py" benches/report.py pipeline "$work/live-tract.json" "$work/live-ort.json" "$work/reference.json"
+"$py" benches/report.py pipeline "$work/live-tract.json" "$work/live-ort.json" "$work/reference.json" \
+    "$work/live-ort-box.json"
 
 echo "== 3. roofline of the inswapper-size swap"
 clock=$("$bin" clock)

@@ -185,6 +185,23 @@ impl ModelEntry {
         }
     }
 
+    /// This detector at the smallest input that holds a `frame`-sized
+    /// picture at the scale [`Detector`](crate::face::Detector) letterboxes
+    /// it to: the frame shrunk (never enlarged) to fit `input_size`, each side
+    /// rounded up to a multiple of 32. A 640×480 camera gets 640×480 instead
+    /// of a 640×640 letterbox, a quarter of the work less, at the same scale,
+    /// so with the same faces. Fixed exports keep their size.
+    pub fn fitted(&self, [fw, fh]: [u32; 2]) -> ModelEntry {
+        let [dw, dh] = self.input_size;
+        let scale = (dw as f32 / fw.max(1) as f32).min(dh as f32 / fh.max(1) as f32).min(1.0);
+        let (w, h) = (((fw as f32 * scale) as u32).clamp(1, dw), ((fh as f32 * scale) as u32).clamp(1, dh));
+        let size = [w.div_ceil(32) * 32, h.div_ceil(32) * 32].map(|v| v.max(32));
+        match self.resized(size) {
+            Ok(e) if self.resizable && size[0] <= dw && size[1] <= dh => e,
+            _ => self.clone(),
+        }
+    }
+
     /// This entry at another input size, rounded up to a multiple of 32
     /// (which every detector family needs); only resizable exports can.
     pub fn resized(&self, [w, h]: [u32; 2]) -> Result<ModelEntry, String> {
@@ -347,6 +364,31 @@ mod tests {
         let err =
             parse("[[model]]\nname='s'\nfile='s.onnx'\nkind='swapper'\ncontract='scrfd'\nlicence='x'\n").unwrap_err();
         assert!(err.to_string().contains("does not match contract"), "{err}");
+    }
+
+    /// The fitted size holds the frame at the scale a letterbox into the
+    /// manifest's size gives it, on the binding side exactly.
+    #[test]
+    fn a_resizable_detector_fits_the_frame_and_a_fixed_one_keeps_its_size() {
+        let m = parse("[[model]]\nname='s'\nfile='s.onnx'\ncontract='scrfd'\nlicence='x'\nresizable=true\n").unwrap();
+        let e = &m.entries[0];
+        let cases = [
+            ([640, 480], [640, 480]),
+            ([1280, 720], [640, 384]),
+            ([1920, 1080], [640, 384]),
+            ([720, 1280], [384, 640]),
+            ([300, 200], [320, 224]),
+            ([640, 640], [640, 640]),
+            ([4000, 10], [640, 32]),
+        ];
+        for (frame, want) in cases {
+            let fitted = e.fitted(frame);
+            assert_eq!(fitted.input_size, want, "frame {frame:?}");
+            let scale = |[w, h]: [u32; 2]| (w as f32 / frame[0] as f32).min(h as f32 / frame[1] as f32).min(1.0);
+            assert_eq!(scale(fitted.input_size), scale(e.input_size), "frame {frame:?}");
+        }
+        let fixed = parse("[[model]]\nname='y'\nfile='y.onnx'\ncontract='yunet'\nlicence='x'\n").unwrap();
+        assert_eq!(fixed.entries[0].fitted([640, 480]).input_size, [640, 640]);
     }
 
     #[test]

@@ -111,9 +111,10 @@ fn check(args: &Args) -> Result<()> {
     flags::refine_size(args.refine_size)
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub fn run(mut args: Args) -> Result<()> {
     check(&args)?;
     let loader = args.models.loader()?;
+    args.models.fit_detector(&loader, [W, H])?;
     let fusion = FusionPipeline::new(
         args.models.detector(&loader)?,
         args.models.recognizer(&loader)?,
@@ -151,8 +152,10 @@ pub fn run(args: Args) -> Result<()> {
     std::thread::sleep(Duration::from_millis(300));
 
     println!(
-        "fusiond-bench live: {W}x{H}, detector {}, swapper {}, backend {}; {} runs per row, median ms",
+        "fusiond-bench live: {W}x{H}, detector {} at {}x{}, swapper {}, backend {}; {} runs per row, median ms",
         pipeline.fusion().detector.entry().name,
+        pipeline.fusion().detector.entry().input_size[0],
+        pipeline.fusion().detector.entry().input_size[1],
         args.swapper,
         loader.engines().describe(),
         args.runs
@@ -248,7 +251,9 @@ pub fn run(args: Args) -> Result<()> {
     );
     drop(outputs);
     if let Some(path) = &args.json {
-        let doc = serde_json::json!({"engine": loader.engines().describe(), "rows": json_rows});
+        let detector = pipeline.fusion().detector.entry();
+        let doc = serde_json::json!({"engine": loader.engines().describe(), "detector": detector.name,
+            "detector_size": detector.input_size, "rows": json_rows});
         std::fs::write(path, doc.to_string()).with_context(|| format!("cannot write {}", path.display()))?;
     }
     link.shutdown(Duration::from_secs(2));

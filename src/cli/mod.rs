@@ -197,6 +197,17 @@ impl ModelArgs {
         Ok(loader.load(&entry)?)
     }
 
+    /// Unless --size is given, sets it to the detector fitted to a
+    /// `frame`-sized picture, as the daemon fits it to its camera
+    /// (`pipeline.fit_detector`; fixed exports keep their size).
+    pub fn fit_detector(&mut self, loader: &Loader, frame: [u32; 2]) -> Result<()> {
+        if self.size.is_none() {
+            let entry = loader.catalog().pick(self.detector.as_deref(), Kind::Detector)?;
+            self.size = Some(entry.fitted(frame).input_size);
+        }
+        Ok(())
+    }
+
     pub fn detector(&self, loader: &Loader) -> Result<Detector> {
         if !(0.0..=1.0).contains(&self.score) {
             anyhow::bail!("--score {} is outside 0..1", self.score);

@@ -256,6 +256,10 @@ pub struct PipelineConfig {
     /// this input size on a crop around it; 0 predicts only. Needs a
     /// resizable detector.
     pub refine_size: u32,
+    /// Run a resizable detector at the camera's aspect (`camera.width` ×
+    /// `camera.height` shrunk into its input size, sides rounded up to 32)
+    /// instead of letterboxing into its square input.
+    pub fit_detector: bool,
     /// `reference`: largest face distance ((1 - cos)/2) that is still the
     /// person, at start.
     pub reference_distance: f32,
@@ -294,6 +298,7 @@ impl Default for PipelineConfig {
             selector_hold_ms: 1000,
             smoothing: SmoothSettings::default(),
             refine_size: 224,
+            fit_detector: true,
             reference_distance: 0.3,
             mask_blur: 0.3,
             mask_padding: [0.0; 4],

@@ -24,6 +24,7 @@ const RELOADABLE: &[&str] = &[
     "pipeline.selector_hold_ms",
     "pipeline.smoothing",
     "pipeline.refine_size",
+    "pipeline.fit_detector",
     "pipeline.mouth_mask_grow",
     "pipeline.mouth_mask_feather",
     "pipeline.max_source_bytes",

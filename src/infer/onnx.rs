@@ -1,5 +1,6 @@
 //! Reading ONNX files without running them: initializers that a contract
-//! keeps outside the compute graph (inswapper's emap).
+//! keeps outside the compute graph (inswapper's emap), and re-declaring the
+//! input sizes of an export that fixed them.
 
 use super::{InferError, Result, Tensor};
 #[cfg(feature = "tract")]
@@ -46,5 +47,46 @@ pub fn last_initializer(bytes: &[u8]) -> Result<(String, Tensor)> {
 /// Without tract there is no ONNX reader in the binary (fuzz builds only).
 #[cfg(not(feature = "tract"))]
 pub fn last_initializer(_: &[u8]) -> Result<(String, Tensor)> {
+    Err(InferError::Engine("this fusiond was built without the tract feature, which reads ONNX files".into()))
+}
+
+/// `bytes` with each named input declared at its new fixed shape.
+///
+/// For exports whose graph computes every size but whose inputs were declared
+/// at one (YuNet's 640×640): ONNX Runtime refuses a tensor that contradicts a
+/// declared dimension. The declared shapes of the outputs and the value infos
+/// were computed for the old size, so they are dropped and the engine infers
+/// them again (kept, ONNX Runtime merges them and warns on every run).
+#[cfg(feature = "tract")]
+pub fn redeclare_inputs(bytes: &[u8], shapes: &[(String, Vec<usize>)]) -> Result<Vec<u8>> {
+    use pb::tensor_shape_proto::{dimension::Value as Dim, Dimension};
+    let mut proto =
+        tract_onnx::onnx().proto_model_for_read(&mut &bytes[..]).map_err(|e| InferError::Load(format!("{e:#}")))?;
+    let graph = proto.graph.as_mut().ok_or_else(|| InferError::Load("the file has no graph".into()))?;
+    for (name, shape) in shapes {
+        let input = graph
+            .input
+            .iter_mut()
+            .find(|i| &i.name == name)
+            .ok_or_else(|| InferError::Load(format!("the graph declares no input `{name}`")))?;
+        let Some(pb::type_proto::Value::TensorType(tensor)) = input.r#type.as_mut().and_then(|t| t.value.as_mut())
+        else {
+            return Err(InferError::Load(format!("input `{name}` is not a tensor")));
+        };
+        let dim = shape.iter().map(|&d| Dimension { value: Some(Dim::DimValue(d as i64)), ..Default::default() });
+        tensor.shape = Some(pb::TensorShapeProto { dim: dim.collect() });
+    }
+    graph.value_info.clear();
+    for output in &mut graph.output {
+        if let Some(pb::type_proto::Value::TensorType(tensor)) = output.r#type.as_mut().and_then(|t| t.value.as_mut()) {
+            tensor.shape = None;
+        }
+    }
+    Ok(prost::Message::encode_to_vec(&proto))
+}
+
+/// Without tract there is no ONNX reader in the binary (fuzz builds only).
+#[cfg(not(feature = "tract"))]
+pub fn redeclare_inputs(_: &[u8], _: &[(String, Vec<usize>)]) -> Result<Vec<u8>> {
     Err(InferError::Engine("this fusiond was built without the tract feature, which reads ONNX files".into()))
 }

@@ -246,8 +246,18 @@ impl Backend for OrtBackend {
         } else {
             Vec::new()
         };
-        let (session, providers, failed) = self.build(raw, &profile)?;
+        let (mut session, mut providers, mut failed) = self.build(raw, &profile)?;
         let inputs = resolve_inputs(&declared(&session), specs)?;
+        // An export fixed at one size and loaded at another (a resizable
+        // detector fitted to the camera): built again, inputs re-declared.
+        let bytes = match redeclared(&declared(&session), &inputs, raw)? {
+            Some(patched) => {
+                let patched: ModelBytes = Arc::new(patched);
+                (session, providers, failed) = self.build((*patched).as_ref(), &profile)?;
+                patched
+            }
+            None => bytes,
+        };
         for (name, dtype) in declared(&session) {
             if !matches!(dtype, ValueType::Tensor { ty: TensorElementType::Float32, .. }) {
                 return Err(InferError::Load(format!(
@@ -258,7 +268,7 @@ impl Backend for OrtBackend {
         let outputs: Arc<[String]> = session.outputs().iter().map(|o| o.name().to_string()).collect();
         // ONNX Runtime parses, optimises and plans in one call.
         let phases = LoadPhases { optimize: start.elapsed(), ..LoadPhases::default() };
-        let placement = Placement { engine: "ort", providers, failed, zero_copy: is_ort_format(raw) };
+        let placement = Placement { engine: "ort", providers, failed, zero_copy: is_ort_format((*bytes).as_ref()) };
         let shared =
             Arc::new(Shared { idle: Mutex::new(vec![session]), backend: self.clone(), profile, bytes: bytes.clone() });
         Ok(Arc::new(OrtModel { shared, inputs, outputs, phases, placement }))
@@ -297,6 +307,31 @@ fn resolve_inputs(declared: &[(String, ValueType)], specs: &[InputShape]) -> Res
     let shapes: Vec<(String, Option<Vec<usize>>)> =
         declared.iter().map(|(n, t)| (n.clone(), static_shape(t))).collect();
     fix_input_shapes(&shapes, specs)
+}
+
+/// The model's bytes with its inputs re-declared where a declared dimension
+/// contradicts the shape it is loaded at (ONNX Runtime would refuse every
+/// run); `None` when none does.
+fn redeclared(declared: &[(String, ValueType)], inputs: &[InputSpec], raw: &[u8]) -> Result<Option<Vec<u8>>> {
+    let contradicts = |t: &ValueType, want: &[usize]| match t {
+        ValueType::Tensor { shape, .. } => {
+            shape.len() != want.len() || shape.iter().zip(want).any(|(&d, &w)| d > 0 && d as usize != w)
+        }
+        _ => false,
+    };
+    let changed: Vec<(String, Vec<usize>)> = inputs
+        .iter()
+        .filter(|spec| declared.iter().any(|(n, t)| *n == spec.name && contradicts(t, &spec.shape)))
+        .map(|spec| (spec.name.clone(), spec.shape.clone()))
+        .collect();
+    match changed.first() {
+        None => Ok(None),
+        Some((name, shape)) if is_ort_format(raw) => Err(load_err(format!(
+            "input `{name}` is declared at another size than {shape:?} in this ORT-format file; \
+             convert the ONNX model again at that size, or load it at its own size"
+        ))),
+        Some(_) => super::onnx::redeclare_inputs(raw, &changed).map(Some),
+    }
 }
 
 impl Model for OrtModel {

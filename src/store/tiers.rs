@@ -137,7 +137,7 @@ impl Store {
             }
         };
         let role = |kind: Kind| optional(kind)?.ok_or_else(|| format!("it lists no {kind:?} model"));
-        let detector = role(Kind::Detector)?;
+        let detector = self.detector(&t.models)?;
         let refiner = match self.config.pipeline.refine_size {
             0 => None,
             _ if !detector.entry.resizable => {
@@ -156,6 +156,24 @@ impl Store {
             enhancer: optional(Kind::Enhancer)?,
             landmarker: optional(Kind::Landmarker)?,
         })
+    }
+
+    /// The first detector of `models`, fitted to the camera's frame when
+    /// `pipeline.fit_detector` is on and it is resizable.
+    fn detector(&self, models: &[String]) -> Result<Arc<LoadedModel>, String> {
+        let catalog = self.loader.catalog();
+        let entry = models
+            .iter()
+            .find_map(|m| catalog.entry(m).ok().filter(|e| e.kind() == Kind::Detector))
+            .ok_or("it lists no Detector model")?;
+        let camera = [self.config.camera.width, self.config.camera.height];
+        let size = entry.fitted(camera).input_size;
+        let loaded = if self.config.pipeline.fit_detector && size != entry.input_size {
+            self.model_at(&entry.name, size)
+        } else {
+            self.model(&entry.name)
+        };
+        loaded.map_err(|e| e.to_string())
     }
 
     /// Loads tier `wanted`, or the highest tier below it that loads.

@@ -5,7 +5,7 @@
 
 use crate::util::{contract_models, image, int8_models, psnr, shared, Models};
 use fusiond::face::detect::iou;
-use fusiond::face::SelectorMode;
+use fusiond::face::{Face, SelectorMode};
 use fusiond::infer::{
     Backend, EngineKind, Engines, InferenceSettings, OrtBackend, OrtSettings, ProviderKind, Tensor, TractBackend,
 };
@@ -44,6 +44,26 @@ fn catalogs() -> (Models, Models) {
     (Models::open(&dirs, Arc::new(TractBackend::default())), Models::open(&dirs, ort()))
 }
 
+/// The faces of `b` match those of `a`, one by one: box IoU, score and
+/// landmarks (as a fraction of the box width) within the bounds given.
+fn assert_same_faces(what: &str, fa: &[Face], fb: &[Face], (min_iou, max_score, max_landmark): (f32, f32, f32)) {
+    assert_eq!(fa.len(), fb.len(), "{what}: {fa:?} vs {fb:?}");
+    for f in fa {
+        let g = fb.iter().max_by(|x, y| iou(&f.bbox, &x.bbox).total_cmp(&iou(&f.bbox, &y.bbox))).unwrap();
+        let box_iou = iou(&f.bbox, &g.bbox);
+        let width = f.bbox[2] - f.bbox[0];
+        let lm = f
+            .landmarks
+            .iter()
+            .zip(&g.landmarks)
+            .map(|(p, q)| (p[0] - q[0]).hypot(p[1] - q[1]) / width)
+            .fold(0.0, f32::max);
+        assert!(box_iou >= min_iou, "{what}: box IoU {box_iou:.3} < {min_iou}");
+        assert!((f.score - g.score).abs() <= max_score, "{what}: score {} vs {}", f.score, g.score);
+        assert!(lm <= max_landmark, "{what}: landmarks differ by {lm:.3} of the box width");
+    }
+}
+
 /// FP32 graphs agree closely. INT8 graphs do not compute the same thing on
 /// both engines (ONNX Runtime runs integer kernels with requantised
 /// activations, tract dequantises to f32), so they are held to the INT8
@@ -52,28 +72,38 @@ fn catalogs() -> (Models, Models) {
 fn both_engines_find_the_same_faces_fp32_and_int8() {
     let (t, o) = catalogs();
     for name in ["yunet_2023mar", "scrfd_500m", "yunet_2023mar_int8", "scrfd_500m_int8"] {
-        let int8 = name.ends_with("_int8");
-        let (min_iou, max_score, max_landmark) = if int8 { (0.9, 0.08, 0.06) } else { (0.97, 0.01, 0.01) };
+        let bounds = if name.ends_with("_int8") { (0.9, 0.08, 0.06) } else { (0.97, 0.01, 0.01) };
         let mut a = t.detector(name, None).unwrap();
         let mut b = o.detector(name, None).unwrap();
         for photo in PHOTOS {
             let img = image(photo);
-            let (fa, fb) = (a.detect(&img).unwrap(), b.detect(&img).unwrap());
-            assert_eq!(fa.len(), fb.len(), "{name} on {photo}: tract {fa:?} vs ort {fb:?}");
-            for f in &fa {
-                let g = fb.iter().max_by(|x, y| iou(&f.bbox, &x.bbox).total_cmp(&iou(&f.bbox, &y.bbox))).unwrap();
-                let box_iou = iou(&f.bbox, &g.bbox);
-                let width = f.bbox[2] - f.bbox[0];
-                let lm = f
-                    .landmarks
-                    .iter()
-                    .zip(&g.landmarks)
-                    .map(|(p, q)| (p[0] - q[0]).hypot(p[1] - q[1]) / width)
-                    .fold(0.0, f32::max);
-                assert!(box_iou >= min_iou, "{name} on {photo}: box IoU {box_iou:.3} < {min_iou}");
-                assert!((f.score - g.score).abs() <= max_score, "{name} on {photo}: score {} vs {}", f.score, g.score);
-                assert!(lm <= max_landmark, "{name} on {photo}: landmarks differ by {lm:.3} of the box width");
-            }
+            let what = format!("{name} on {photo}, tract vs ort");
+            assert_same_faces(&what, &a.detect(&img).unwrap(), &b.detect(&img).unwrap(), bounds);
+        }
+    }
+}
+
+/// `pipeline.fit_detector` on an export declared at one size: YuNet, declared
+/// at 640x640, runs at each picture's aspect on both engines (on ONNX
+/// Runtime once its input is declared again) and finds the faces the 640x640
+/// letterbox finds. Only the activations the padding reached differ.
+#[test]
+fn a_fixed_export_fitted_to_the_frame_finds_the_letterboxed_faces_on_both_engines() {
+    let (t, o) = catalogs();
+    let mut pictures: Vec<String> = ["frame_001.jpg", "frame_030.jpg", "frame_060.jpg"]
+        .iter()
+        .map(|f| shared("camera/two_people_pan").join(f).display().to_string())
+        .collect();
+    pictures.extend(PHOTOS.iter().map(|p| shared("images").join(p).display().to_string()));
+    for (engine, models) in [("tract", &t), ("ort", &o)] {
+        let mut boxed = models.detector("yunet_2023mar", None).unwrap();
+        for path in &pictures {
+            let img = fusiond::cli::load_image(std::path::Path::new(path)).unwrap();
+            let size = models.entry("yunet_2023mar").unwrap().fitted([img.width(), img.height()]).input_size;
+            assert!(size[0] < 640 || size[1] < 640, "{path}: fitted to {size:?}");
+            let mut fitted = models.detector("yunet_2023mar", Some(size)).unwrap();
+            let what = format!("yunet_2023mar on {path} ({engine}), 640x640 vs {}x{}", size[0], size[1]);
+            assert_same_faces(&what, &boxed.detect(&img).unwrap(), &fitted.detect(&img).unwrap(), (0.97, 0.01, 0.01));
         }
     }
 }

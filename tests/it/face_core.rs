@@ -53,7 +53,7 @@ fn resizable_detectors_run_at_other_sizes_and_fixed_ones_refuse() {
     assert_eq!(det.detect(&image("fr_two_people.jpg")).unwrap().len(), 2);
     let mut det = catalog.detector("yunet_n_dynamic", Some([480, 352])).unwrap();
     assert_eq!(det.detect(&image("fr_obama.jpg")).unwrap().len(), 1);
-    let err = catalog.detector("yunet_2023mar", Some([320, 320])).err().unwrap();
+    let err = catalog.detector("yolo_face_planted", Some([320, 320])).err().unwrap();
     assert!(err.to_string().contains("cannot run at 320x320"), "{err}");
 }
 

@@ -196,7 +196,9 @@ fn the_next_tier_preloads_in_the_background_when_configured() {
     assert!(matches!(store.activate("fast"), Ok(TierOutcome::Ready(_))));
     store.preload_next("fast").expect("a preload thread").join().unwrap();
     let cached = store.cached();
-    assert!(cached.contains(&"yunet_2023mar".to_string()) && cached.contains(&"identity_swapper".to_string()));
+    // The camera's 640x480 frame fits the detector (pipeline.fit_detector).
+    assert!(cached.contains(&"yunet_2023mar@640x480".to_string()), "{cached:?}");
+    assert!(cached.contains(&"identity_swapper".to_string()), "{cached:?}");
     c.models.preload_next = false;
     let store = Arc::new(Store::open(&c, Arc::new(TractBackend::default())).unwrap());
     assert!(store.preload_next("fast").is_none());
@@ -363,7 +365,7 @@ fn a_recogniser_whose_embedding_is_not_512_long_is_refused_when_it_loads() {
 fn refine_size_loads_the_detector_again_at_the_small_size() {
     let rd = Ramdisk::new();
     let tiers: [(&str, &[&str]); 2] = [
-        ("fixed", &["yunet_2023mar", "arcface_fr", "latent_color_swapper"]),
+        ("fixed", &["yolo_face_planted", "arcface_fr", "latent_color_swapper"]),
         ("dynamic", &["yunet_n_dynamic", "arcface_fr", "latent_color_swapper"]),
     ];
     let mut c = config(&rd, 64, &[], &tiers);
@@ -372,7 +374,25 @@ fn refine_size_loads_the_detector_again_at_the_small_size() {
     let models = store.tier("dynamic").unwrap();
     let refiner = models.refiner.as_ref().expect("a refiner at 160");
     assert_eq!((refiner.entry.name.as_str(), refiner.entry.input_size), ("yunet_n_dynamic", [160, 160]));
-    assert_eq!(models.detector.entry.input_size, [640, 640], "the full detector keeps its size");
+    assert_eq!(models.detector.entry.input_size, [640, 480], "the full detector is fitted to the camera");
     assert!(store.cached().iter().any(|n| n == "yunet_n_dynamic@160x160"), "{:?}", store.cached());
-    assert!(store.tier("fixed").unwrap().refiner.is_none(), "a fixed-input detector is not refined");
+    let fixed = store.tier("fixed").unwrap();
+    assert!(fixed.refiner.is_none(), "a fixed-input detector is not refined");
+    assert_eq!(fixed.detector.entry.input_size, [640, 640], "nor fitted");
+}
+
+/// `pipeline.fit_detector` runs a resizable detector at the camera's aspect:
+/// 1280x720 shrinks into 640x640 as 640x360, rounded up to 640x384; off,
+/// the manifest's size.
+#[test]
+fn the_tier_detector_fits_the_camera_frame_unless_told_not_to() {
+    let rd = Ramdisk::new();
+    let tiers: [(&str, &[&str]); 1] = [("t", &["yunet_2023mar", "arcface_fr", "latent_color_swapper"])];
+    let mut c = config(&rd, 64, &[], &tiers);
+    (c.camera.width, c.camera.height, c.pipeline.refine_size) = (1280, 720, 0);
+    let store = Store::open(&c, Arc::new(TractBackend::default())).unwrap();
+    assert_eq!(store.tier("t").unwrap().detector.entry.input_size, [640, 384]);
+    c.pipeline.fit_detector = false;
+    let store = Store::open(&c, Arc::new(TractBackend::default())).unwrap();
+    assert_eq!(store.tier("t").unwrap().detector.entry.input_size, [640, 640]);
 }
