@@ -2,7 +2,7 @@
 //! keeps outside the compute graph (inswapper's emap), and re-declaring the
 //! input sizes of an export that fixed them.
 
-use super::{InferError, Result, Tensor};
+use super::{InferError, InputSpec, Result, Tensor};
 #[cfg(feature = "tract")]
 use tract_onnx::{pb, prelude::Framework};
 
@@ -89,4 +89,94 @@ pub fn redeclare_inputs(bytes: &[u8], shapes: &[(String, Vec<usize>)]) -> Result
 #[cfg(not(feature = "tract"))]
 pub fn redeclare_inputs(_: &[u8], _: &[(String, Vec<usize>)]) -> Result<Vec<u8>> {
     Err(InferError::Engine("this fusiond was built without the tract feature, which reads ONNX files".into()))
+}
+
+/// `bytes` with its inputs declared again where a declared dimension
+/// contradicts the shape it is loaded at (ONNX Runtime would refuse every
+/// run); `None` when none does. An ORT-format file cannot be changed.
+pub fn redeclared(
+    declared: &[(String, Vec<i64>)],
+    inputs: &[InputSpec],
+    bytes: &[u8],
+    ort_format: bool,
+) -> Result<Option<Vec<u8>>> {
+    let changed = contradicted(declared, inputs);
+    match changed.first() {
+        None => Ok(None),
+        Some((name, shape)) if ort_format => Err(InferError::Load(format!(
+            "input `{name}` is declared at another size than {shape:?} in this ORT-format file; \
+             convert the ONNX model again at that size, or load it at its own size"
+        ))),
+        Some(_) => redeclare_inputs(bytes, &changed).map(Some),
+    }
+}
+
+/// The inputs, with the shape each is loaded at, whose declared dimensions
+/// (`declared`: a value below 1 is symbolic) contradict that shape.
+pub fn contradicted(declared: &[(String, Vec<i64>)], inputs: &[InputSpec]) -> Vec<(String, Vec<usize>)> {
+    let contradicts = |dims: &[i64], want: &[usize]| {
+        dims.len() != want.len() || dims.iter().zip(want).any(|(&d, &w)| d > 0 && d as usize != w)
+    };
+    inputs
+        .iter()
+        .filter(|spec| declared.iter().any(|(n, dims)| *n == spec.name && contradicts(dims, &spec.shape)))
+        .map(|spec| (spec.name.clone(), spec.shape.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, shape: &[usize]) -> InputSpec {
+        InputSpec { name: name.into(), shape: shape.to_vec() }
+    }
+
+    #[test]
+    fn only_fixed_dimensions_that_differ_contradict() {
+        let declared = [("input".to_string(), vec![1, 3, 640, 640]), ("source".to_string(), vec![-1, 512])];
+        let inputs = [spec("input", &[1, 3, 480, 640]), spec("source", &[1, 512])];
+        assert_eq!(contradicted(&declared, &inputs), [("input".to_string(), vec![1, 3, 480, 640])]);
+        let same = [spec("input", &[1, 3, 640, 640]), spec("source", &[7, 512])];
+        assert!(contradicted(&declared, &same).is_empty(), "symbolic dimensions take any size");
+        let rank = [spec("source", &[1, 512, 1])];
+        assert_eq!(contradicted(&declared, &rank).len(), 1, "another rank contradicts");
+        let err = redeclared(&declared, &inputs, b"", true).unwrap_err().to_string();
+        assert!(err.contains("ORT-format") && err.contains("[1, 3, 480, 640]"), "{err}");
+        assert!(redeclared(&declared, &same, b"", true).unwrap().is_none());
+    }
+
+    /// YuNet declared at 640x640, declared again at 640x480: the input says
+    /// so, and no output or value info keeps a shape computed for 640x640.
+    #[cfg(feature = "tract")]
+    #[test]
+    fn an_input_declared_again_drops_the_shapes_computed_for_the_old_one() {
+        let shared = std::env::var_os("FUSIOND_SHARED")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"));
+        let path = shared.join("models/face_detection_yunet_2023mar.onnx");
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+            panic!("{} is missing ({e}): put shared/ beside the checkout or set FUSIOND_SHARED", path.display())
+        });
+        let patched = redeclare_inputs(&bytes, &[("input".into(), vec![1, 3, 480, 640])]).unwrap();
+        let proto = tract_onnx::onnx().proto_model_for_read(&mut &patched[..]).unwrap();
+        let graph = proto.graph.unwrap();
+        let dims = |vi: &pb::ValueInfoProto| match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(pb::type_proto::Value::TensorType(t)) => t.shape.as_ref().map(|s| s.dim.len()),
+            _ => None,
+        };
+        let input = graph.input.iter().find(|i| i.name == "input").unwrap();
+        let Some(pb::type_proto::Value::TensorType(t)) = input.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
+            panic!("input is not a tensor")
+        };
+        let values: Vec<_> = t.shape.as_ref().unwrap().dim.iter().map(|d| d.value.clone()).collect();
+        use pb::tensor_shape_proto::dimension::Value::DimValue;
+        assert_eq!(values, [1, 3, 480, 640].map(|v| Some(DimValue(v))));
+        assert!(graph.value_info.is_empty());
+        assert_eq!(graph.output.len(), 12);
+        assert!(graph.output.iter().all(|o| dims(o).is_none()), "output shapes are left to the engine");
+        assert_eq!(graph.node.len(), 106, "the graph itself is unchanged");
+        let err = redeclare_inputs(&bytes, &[("nope".into(), vec![1])]).unwrap_err().to_string();
+        assert!(err.contains("no input `nope`"), "{err}");
+    }
 }

@@ -231,33 +231,27 @@ impl Backend for OrtBackend {
 
     fn load(&self, bytes: ModelBytes, specs: &[InputShape]) -> Result<Arc<dyn Model>> {
         let start = Instant::now();
-        let raw: &[u8] = (*bytes).as_ref();
         // Input names come from a first, provider-less look at the graph only
         // when a provider needs them before the session exists (TensorRT's
         // shape profile); the input specs are otherwise fixed below.
-        let profile = if self.settings.providers.contains(&ProviderKind::Tensorrt) {
+        let (bytes, profile) = if self.settings.providers.contains(&ProviderKind::Tensorrt) {
             let probe = OrtSession::builder(&self.env)
                 .map_err(load_err)?
                 .with_optimization_level(GraphOptimizationLevel::Disable)
                 .map_err(load_err)?
-                .commit_from_memory(raw)
+                .commit_from_memory((*bytes).as_ref())
                 .map_err(load_err)?;
-            resolve_inputs(&declared(&probe), specs)?
+            let profile = resolve_inputs(&declared(&probe), specs)?;
+            (redeclare(bytes, &declared(&probe), &profile)?.0, profile)
         } else {
-            Vec::new()
+            (bytes, Vec::new())
         };
-        let (mut session, mut providers, mut failed) = self.build(raw, &profile)?;
+        let (mut session, mut providers, mut failed) = self.build((*bytes).as_ref(), &profile)?;
         let inputs = resolve_inputs(&declared(&session), specs)?;
-        // An export fixed at one size and loaded at another (a resizable
-        // detector fitted to the camera): built again, inputs re-declared.
-        let bytes = match redeclared(&declared(&session), &inputs, raw)? {
-            Some(patched) => {
-                let patched: ModelBytes = Arc::new(patched);
-                (session, providers, failed) = self.build((*patched).as_ref(), &profile)?;
-                patched
-            }
-            None => bytes,
-        };
+        let (bytes, changed) = redeclare(bytes, &declared(&session), &inputs)?;
+        if changed {
+            (session, providers, failed) = self.build((*bytes).as_ref(), &profile)?;
+        }
         for (name, dtype) in declared(&session) {
             if !matches!(dtype, ValueType::Tensor { ty: TensorElementType::Float32, .. }) {
                 return Err(InferError::Load(format!(
@@ -309,28 +303,20 @@ fn resolve_inputs(declared: &[(String, ValueType)], specs: &[InputShape]) -> Res
     fix_input_shapes(&shapes, specs)
 }
 
-/// The model's bytes with its inputs re-declared where a declared dimension
-/// contradicts the shape it is loaded at (ONNX Runtime would refuse every
-/// run); `None` when none does.
-fn redeclared(declared: &[(String, ValueType)], inputs: &[InputSpec], raw: &[u8]) -> Result<Option<Vec<u8>>> {
-    let contradicts = |t: &ValueType, want: &[usize]| match t {
-        ValueType::Tensor { shape, .. } => {
-            shape.len() != want.len() || shape.iter().zip(want).any(|(&d, &w)| d > 0 && d as usize != w)
-        }
-        _ => false,
+/// `bytes`, or a copy with its inputs declared again where a declared
+/// dimension contradicts the shape it is loaded at (an export fixed at one
+/// size, loaded at another: a detector fitted to the camera); true when
+/// copied. ONNX Runtime would refuse every run of the original.
+fn redeclare(bytes: ModelBytes, declared: &[(String, ValueType)], inputs: &[InputSpec]) -> Result<(ModelBytes, bool)> {
+    let dims = |t: &ValueType| match t {
+        ValueType::Tensor { shape, .. } => Some(shape.iter().copied().collect()),
+        _ => None,
     };
-    let changed: Vec<(String, Vec<usize>)> = inputs
-        .iter()
-        .filter(|spec| declared.iter().any(|(n, t)| *n == spec.name && contradicts(t, &spec.shape)))
-        .map(|spec| (spec.name.clone(), spec.shape.clone()))
-        .collect();
-    match changed.first() {
-        None => Ok(None),
-        Some((name, shape)) if is_ort_format(raw) => Err(load_err(format!(
-            "input `{name}` is declared at another size than {shape:?} in this ORT-format file; \
-             convert the ONNX model again at that size, or load it at its own size"
-        ))),
-        Some(_) => super::onnx::redeclare_inputs(raw, &changed).map(Some),
+    let declared: Vec<(String, Vec<i64>)> = declared.iter().filter_map(|(n, t)| Some((n.clone(), dims(t)?))).collect();
+    let raw: &[u8] = (*bytes).as_ref();
+    match super::onnx::redeclared(&declared, inputs, raw, is_ort_format(raw))? {
+        Some(patched) => Ok((Arc::new(patched), true)),
+        None => Ok((bytes, false)),
     }
 }
 
