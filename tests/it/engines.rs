@@ -297,7 +297,12 @@ cache_dir = "{dir}/trt"
         .map(|m| (m["name"].as_str().unwrap().to_string(), m["placement"]["engine"].as_str().unwrap().to_string()))
         .collect();
     let want = |n: &str, e: &str| (n.to_string(), e.to_string());
-    assert_eq!(engines, [want("yunet_2023mar", "tract"), want("arcface_fr", "ort"), want("identity_swapper", "ort")]);
+    // The last is the refiner: the detector again at pipeline.refine_size, on the detector's engine.
+    let tract = |n: &str| want(n, "tract");
+    assert_eq!(
+        engines,
+        [tract("yunet_2023mar"), want("arcface_fr", "ort"), want("identity_swapper", "ort"), tract("yunet_2023mar")]
+    );
     assert!(
         !w.all_events().iter().any(|j| j["event"] == "provider_failed" && j["model"] == "yunet_2023mar"),
         "the tract model has no providers to fail"
