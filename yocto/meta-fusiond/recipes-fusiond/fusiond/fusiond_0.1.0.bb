@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 187fd1b11059578e355f1ec4d7f3af08d6b49e061fb964e85551b1ac3db4d0e6
-SRCREV = "70aeb0fe33e51bbe5eaab283adc97920b7349760"
+# fusiond-inputs: 5d607480ca5f72ee63555eb6913495ecb848b07f24fbbd5b17b307bf12d7096e
+SRCREV = "1295425c19f66122ccc28a99fe391937dda3a584"
 
 S = "${WORKDIR}/git"
 
