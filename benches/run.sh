@@ -24,6 +24,7 @@ lib="$("$py" -c 'import glob, os, onnxruntime as o; print(sorted(glob.glob(os.pa
     "$py" models/quantize --models "$shared/models" --photos "$shared/images" --out "$work/int8" >/dev/null
 [ -f "$work/contract/manifest.toml" ] || "$py" models/make_contract_models.py "$work/contract" >/dev/null
 [ -f "$work/swapper/gflop" ] || {
+    mkdir -p "$work/swapper"
     "$py" models/make_bench_swapper.py --int8 "$work/swapper" 2>/dev/null | tee "$work/swapper/log"
     grep -o '[0-9.]* GFLOP per swap' "$work/swapper/log" | cut -d' ' -f1 >"$work/swapper/gflop"
 }
