@@ -164,14 +164,17 @@ fn is_ort_format(bytes: &[u8]) -> bool {
     bytes.get(4..8) == Some(b"ORTM")
 }
 
-/// Shape of a declared input: `None` when some dimension is symbolic.
-fn static_shape(dtype: &ValueType) -> Option<Vec<usize>> {
+/// A tensor's declared dimensions (below 1: symbolic).
+fn dims(dtype: &ValueType) -> Option<Vec<i64>> {
     match dtype {
-        ValueType::Tensor { shape, .. } => {
-            shape.iter().map(|&d| usize::try_from(d).ok().filter(|d| *d > 0)).collect::<Option<Vec<_>>>()
-        }
+        ValueType::Tensor { shape, .. } => Some(shape.iter().copied().collect()),
         _ => None,
     }
+}
+
+/// Shape of a declared input: `None` when some dimension is symbolic.
+fn static_shape(dtype: &ValueType) -> Option<Vec<usize>> {
+    dims(dtype)?.into_iter().map(|d| usize::try_from(d).ok().filter(|d| *d > 0)).collect()
 }
 
 /// Declared inputs: name, position and element type.
@@ -303,15 +306,10 @@ fn resolve_inputs(declared: &[(String, ValueType)], specs: &[InputShape]) -> Res
     fix_input_shapes(&shapes, specs)
 }
 
-/// `bytes`, or a copy with its inputs declared again where a declared
+/// `bytes`, or a copy (true) with its inputs declared again where a declared
 /// dimension contradicts the shape it is loaded at (an export fixed at one
-/// size, loaded at another: a detector fitted to the camera); true when
-/// copied. ONNX Runtime would refuse every run of the original.
+/// size, loaded at another), which ONNX Runtime would refuse on every run.
 fn redeclare(bytes: ModelBytes, declared: &[(String, ValueType)], inputs: &[InputSpec]) -> Result<(ModelBytes, bool)> {
-    let dims = |t: &ValueType| match t {
-        ValueType::Tensor { shape, .. } => Some(shape.iter().copied().collect()),
-        _ => None,
-    };
     let declared: Vec<(String, Vec<i64>)> = declared.iter().filter_map(|(n, t)| Some((n.clone(), dims(t)?))).collect();
     let raw: &[u8] = (*bytes).as_ref();
     match super::onnx::redeclared(&declared, inputs, raw, is_ort_format(raw))? {
