@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 5d607480ca5f72ee63555eb6913495ecb848b07f24fbbd5b17b307bf12d7096e
-SRCREV = "1295425c19f66122ccc28a99fe391937dda3a584"
+# fusiond-inputs: 41517609ebf909859729d83c3b2ebb73019975c98fce970a1c2d1529d046ffe1
+SRCREV = "c10d0f405048561632acf1fa0378b9e1907f6b3a"
 
 S = "${WORKDIR}/git"
 
