@@ -128,7 +128,12 @@ impl CameraConfig {
             return bad(format!("camera.formats: `{f}` is not one of MJPG, YUYV, NV12"));
         }
         let side = |v: u32| (1..=crate::vision::MAX_SIDE).contains(&v);
-        if self.formats.is_empty() || !side(self.width) || !side(self.height) || self.width % 2 != 0 || self.fps == 0 {
+        if self.formats.is_empty()
+            || !side(self.width)
+            || !side(self.height)
+            || !self.width.is_multiple_of(2)
+            || self.fps == 0
+        {
             return bad(format!(
                 "camera.formats must not be empty, width and height 1 to {} and width even, fps > 0",
                 crate::vision::MAX_SIDE

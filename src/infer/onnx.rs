@@ -15,7 +15,7 @@ fn f32_values(t: &pb::TensorProto) -> Option<Vec<f32>> {
     if !t.float_data.is_empty() {
         return Some(t.float_data.clone());
     }
-    if t.raw_data.len() % 4 != 0 {
+    if !t.raw_data.len().is_multiple_of(4) {
         return None;
     }
     Some(t.raw_data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())

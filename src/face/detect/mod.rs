@@ -122,7 +122,7 @@ impl Detector {
 
 /// Number of values per anchor in `t`, checked against the expected count.
 fn per_anchor(t: &Tensor, anchors: usize, what: &str) -> std::result::Result<usize, String> {
-    if anchors == 0 || t.len() % anchors != 0 {
+    if anchors == 0 || !t.len().is_multiple_of(anchors) {
         return Err(format!("{what} with {} values, which does not divide into {anchors} anchors", t.len()));
     }
     Ok(t.len() / anchors)

@@ -267,7 +267,7 @@ unsafe fn rows_s2_avx2<const R: usize>(
     let t: [__m256; 9] = std::array::from_fn(|i| _mm256_set1_ps(k[i]));
     let zero = _mm256_setzero_ps();
     // The last vector over pixels the one before may have written.
-    let last = (ow % 8 != 0 && ow > 8).then(|| ow - 8);
+    let last = (!ow.is_multiple_of(8) && ow > 8).then(|| ow - 8);
     for x in (0..ow / 8).map(|v| 8 * v).chain(last) {
         // R chains of dependent adds side by side, as in `rows_avx2`.
         let mut y = [_mm256_set1_ps(bias); R];

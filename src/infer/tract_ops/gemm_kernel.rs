@@ -10,15 +10,17 @@
 //! tap block (16 KiB) stays in the L1 cache while the weights of [`MC`]
 //! output channels (96 KiB, in the L2 cache) run past it, [`MR`] at a time.
 //! A tile of 6 × 16 outputs is 12 AVX2 registers, fed per tap by two pixel
-//! loads and six broadcast weights. Each sum runs over the taps in order
+//! loads and six broadcast weights; with AVX-512, two tiles side by side
+//! (6 × 32) are 12 registers of 16 lanes. Each sum runs over the taps in order
 //! from zero, by FMA, and the bias is added last, as in tract's own
 //! product.
 
+use super::gemm_tile::{run_kernel, run_pair, wide_kernel_available, Operands};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Output channels per tile, one broadcast weight each.
-const MR: usize = 6;
+pub(super) const MR: usize = 6;
 /// Pixels per tile: two AVX2 vectors.
 pub const NR: usize = 16;
 /// Taps per block.
@@ -163,13 +165,13 @@ fn dequantise(q: &[i8], (scale, zero): (&[f32], &[f32]), out: &mut [f32]) {
 
 /// What a call of the kernel does besides summing its taps.
 #[derive(Debug, Clone, Copy)]
-struct Step {
+pub(super) struct Step {
     /// The sums start from zero, not from the partial sums.
-    first: bool,
+    pub first: bool,
     /// The bias is added (and the ReLU applied) to the sums, which go to
     /// the output rather than to the partial sums.
-    last: bool,
-    relu: bool,
+    pub last: bool,
+    pub relu: bool,
 }
 
 /// The outputs `out` (`co` rows, each holding `n` pixels) of the weights
@@ -181,6 +183,14 @@ struct Step {
 /// 384 contiguous bytes each: held in the output's rows (64 KiB apart on a
 /// 128×128 map), they shared the L1 cache's sets and took 10 % longer.
 pub fn gemm<F>(w: &GemmWeights, n: usize, pack: F, out: &mut [&mut [f32]], relu: bool)
+where
+    F: Fn(Range<usize>, usize, &mut [f32]),
+{
+    tiled(w, n, pack, out, relu, wide_kernel_available());
+}
+
+/// [`gemm`], two pixel panels a tile where both are whole when `wide`.
+fn tiled<F>(w: &GemmWeights, n: usize, pack: F, out: &mut [&mut [f32]], relu: bool, wide: bool)
 where
     F: Fn(Range<usize>, usize, &mut [f32]),
 {
@@ -203,16 +213,30 @@ where
             for p0 in (0..row_panels).step_by(MC / MR) {
                 let ps = p0..(p0 + MC / MR).min(row_panels);
                 let a_block = weights.block(block, ps.clone(), w.co, &mut scratch);
-                for (q, (panel, j)) in packed.chunks_exact(kc_max * NR).zip(js.clone()).enumerate() {
+                let mut q = 0;
+                while q < js.len() {
+                    // Two pixel panels at once where both are whole.
+                    let width = if wide && q + 1 < js.len() && (js.start + q + 2) * NR <= n { 2 } else { 1 };
+                    let panels = &packed[q * kc_max * NR..][..((width - 1) * kc_max + kc) * NR];
                     for p in ps.clone() {
                         let a = &a_block[(p - p0) * KC * MR..][..kc * MR];
                         let bias = &w.bias[p * MR..][..MR];
                         let part = match partial.len() {
                             0 => &mut [][..],
-                            _ => &mut partial[(p * chunk + q) * MR * NR..][..MR * NR],
+                            _ => &mut partial[(p * chunk + q) * MR * NR..][..width * MR * NR],
                         };
-                        tile(a, &panel[..kc * NR], bias, (out, part), (p * MR, j * NR, n), step);
+                        let at = (p * MR, (js.start + q) * NR, n);
+                        if width == 2 && (p + 1) * MR <= w.co {
+                            tile_pair(a, (panels, kc_max * NR), bias, (out, part), at, step);
+                            continue;
+                        }
+                        for h in 0..width {
+                            let b = &panels[h * kc_max * NR..][..kc * NR];
+                            let part = if part.is_empty() { &mut [][..] } else { &mut part[h * MR * NR..][..MR * NR] };
+                            tile(a, b, bias, (out, part), (at.0, at.1 + h * NR, n), step);
+                        }
                     }
+                    q += width;
                 }
             }
         }
@@ -250,74 +274,35 @@ fn tile(
     }
 }
 
-/// One call of the kernel: `kc` taps of weights `a` (`kc` × [`MR`]) and
-/// pixels `b` (`kc` × [`NR`]), the sums so far in `from` (null: none, or
-/// [`MR`] rows of [`NR`]), written to the [`NR`] values of each row of
-/// `to`; `from` may be `to`'s tile itself.
-#[derive(Clone, Copy)]
-struct Operands {
-    kc: usize,
-    a: *const f32,
-    b: *const f32,
-    from: *const f32,
-    to: [*mut f32; MR],
-}
-
-/// The kernel for this CPU: AVX2 and FMA where it has them, plain loops
-/// (summed in the same order) elsewhere.
-///
-/// # Safety
-/// The pointers hold what [`Operands`] says, and `bias` [`MR`] values.
-unsafe fn run_kernel(op: Operands, bias: &[f32], step: Step) {
-    #[cfg(target_arch = "x86_64")]
-    if super::pointwise_kernel::kernel_available() {
-        return kernel_avx2(op, bias, step);
-    }
-    let Operands { kc, a, b, from, to } = op;
-    for (r, row) in to.iter().enumerate() {
-        for i in 0..NR {
-            let mut sum = if from.is_null() { 0.0 } else { *from.add(r * NR + i) };
-            for t in 0..kc {
-                sum = (*a.add(t * MR + r)).mul_add(*b.add(t * NR + i), sum);
-            }
-            *row.add(i) = match step {
-                Step { last: false, .. } => sum,
-                Step { relu: true, .. } => (sum + bias[r]).max(0.0),
-                _ => sum + bias[r],
-            };
-        }
-    }
-}
-
-/// The tile with AVX2 and FMA: six rows of two vectors.
-///
-/// # Safety
-/// The CPU has AVX2 and FMA, and the operands are as [`run_kernel`] says.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn kernel_avx2(op: Operands, bias: &[f32], step: Step) {
-    let Operands { kc, a, b, from, to } = op;
-    use std::arch::x86_64::*;
-    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
-    if !from.is_null() {
-        for (r, lane) in acc.iter_mut().enumerate() {
-            *lane = [_mm256_loadu_ps(from.add(r * NR)), _mm256_loadu_ps(from.add(r * NR + 8))];
-        }
-    }
-    for t in 0..kc {
-        let (x0, x1) = (_mm256_loadu_ps(b.add(t * NR)), _mm256_loadu_ps(b.add(t * NR + 8)));
-        for (r, lane) in acc.iter_mut().enumerate() {
-            let w = _mm256_broadcast_ss(&*a.add(t * MR + r));
-            lane[0] = _mm256_fmadd_ps(w, x0, lane[0]);
-            lane[1] = _mm256_fmadd_ps(w, x1, lane[1]);
-        }
-    }
-    for ((lane, row), b) in acc.iter().zip(&to).zip(bias) {
-        for (h, v) in lane.iter().enumerate() {
-            let v = if step.last { _mm256_add_ps(*v, _mm256_set1_ps(*b)) } else { *v };
-            let v = if step.last && step.relu { _mm256_max_ps(v, _mm256_setzero_ps()) } else { v };
-            _mm256_storeu_ps(row.add(8 * h), v);
-        }
+/// Two tiles side by side: pixels `p0..p0 + 2 NR` (both whole) of output
+/// channels `c0..c0 + MR`, from the pixel panels in `b` (the second
+/// `stride` values after the first); otherwise as [`tile`], its sums so far
+/// in `part` as two tiles one after the other.
+fn tile_pair(
+    a: &[f32],
+    (b, stride): (&[f32], usize),
+    bias: &[f32],
+    (out, part): (&mut [&mut [f32]], &mut [f32]),
+    (c0, p0, n): (usize, usize, usize),
+    step: Step,
+) {
+    let kc = a.len() / MR;
+    assert!(b.len() == stride + kc * NR && c0 + MR <= out.len() && p0 + 2 * NR <= n && bias.len() == MR);
+    assert!(step.first && step.last || part.len() == 2 * MR * NR);
+    let from = if step.first { std::ptr::null() } else { part.as_ptr() };
+    let rows: [*mut f32; MR] = std::array::from_fn(|r| match step.last {
+        true => out[c0 + r][p0..p0 + 2 * NR].as_mut_ptr(),
+        false => part[r * NR..].as_mut_ptr(),
+    });
+    // The second tile: NR pixels on in the output's rows, a tile on in `part`.
+    let skip = if step.last { NR } else { MR * NR };
+    // SAFETY: `a` holds kc × MR weights and `b` two panels of kc × NR values
+    // `stride` apart (checked above); `from` (unless null) two tiles; each
+    // row of `rows` 2 NR values, or NR and, `skip` on, NR more.
+    unsafe {
+        let to = [rows, rows.map(|r| r.add(skip))];
+        let b = [b.as_ptr(), b.as_ptr().add(stride)];
+        run_pair(Operands { kc, a: a.as_ptr(), b: b[0], from, to: to[0] }, (b[1], to[1]), bias, step);
     }
 }
 
@@ -328,6 +313,11 @@ mod tests {
 
     /// The outputs of `weights` by the `k` × `n` values `x`, through [`gemm`].
     fn product(weights: GemmWeights, x: &[f32], n: usize, relu: bool) -> Vec<f32> {
+        product_tiled(weights, x, n, relu, wide_kernel_available())
+    }
+
+    /// [`product`], two pixel panels a tile or not.
+    fn product_tiled(weights: GemmWeights, x: &[f32], n: usize, relu: bool, wide: bool) -> Vec<f32> {
         let pack = |taps: Range<usize>, p0: usize, dst: &mut [f32]| {
             for (t, line) in taps.zip(dst.chunks_exact_mut(NR)) {
                 for (i, v) in line.iter_mut().enumerate() {
@@ -337,8 +327,27 @@ mod tests {
         };
         let mut y = vec![f32::NAN; weights.co * n];
         let mut rows: Vec<&mut [f32]> = y.chunks_exact_mut(n).collect();
-        gemm(&weights, n, pack, &mut rows, relu);
+        tiled(&weights, n, pack, &mut rows, relu, wide);
         y
+    }
+
+    /// Tiles of two pixel panels (the AVX-512 kernel where the CPU has it,
+    /// else the two tiles in turn) give the outputs of one-panel tiles to
+    /// the bit: panel counts odd and even, past a packed chunk, channels off
+    /// the tile, one tap block and several (the sums kept between them).
+    #[test]
+    fn two_panel_tiles_give_the_one_panel_outputs_to_the_bit() {
+        for (co, k, n) in [(12, 9, 64), (7, 300, 80), (13, 600, 48), (100, 520, 530), (6, 256, 33)] {
+            let (w, b, x) = (values(co * k, 1), values(co, 2), values(k * n, 3));
+            for relu in [false, true] {
+                let weights =
+                    |w: Vec<f32>| GemmWeights::deferred(Box::new(move || Panels::F32(pack(&w, co, k))), &b, co, k);
+                let one = product_tiled(weights(w.clone()), &x, n, relu, false);
+                let two = product_tiled(weights(w.clone()), &x, n, relu, true);
+                let same = one.iter().zip(&two).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "co {co} k {k} n {n} relu {relu}: the two-panel tiles differ");
+            }
+        }
     }
 
     #[test]

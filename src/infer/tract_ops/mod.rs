@@ -33,6 +33,7 @@ mod fake_quant;
 mod gather;
 mod gemm_conv;
 mod gemm_kernel;
+mod gemm_tile;
 mod geometry;
 mod int8_weights;
 mod max_pool;
@@ -142,7 +143,7 @@ fn holds_f32(t: &tract_onnx::pb::TensorProto) -> bool {
     let held = if t.raw_data.is_empty() {
         Some(t.float_data.len())
     } else {
-        Some(t.raw_data.len() / 4).filter(|_| t.raw_data.len() % 4 == 0)
+        Some(t.raw_data.len() / 4).filter(|_| t.raw_data.len().is_multiple_of(4))
     };
     t.data_type == DataType::Float as i32 && count.is_some() && count == held
 }

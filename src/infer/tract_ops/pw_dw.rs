@@ -361,7 +361,7 @@ mod tests {
                     want = pooled;
                 }
                 if stride == 2 {
-                    let at = |i: usize| (i / w % h % 2 == 0) && (i % w % 2 == 0);
+                    let at = |i: usize| (i / w % h).is_multiple_of(2) && (i % w).is_multiple_of(2);
                     want = want.iter().enumerate().filter(|(i, _)| at(*i)).map(|(_, v)| *v).collect();
                 }
                 for threads in [1, 3] {
