@@ -257,7 +257,19 @@ mod tests {
         // block (24·2 + 5, 7: the tails run through the scalar loop; 24·2
         // + 8 + 3 and 24 + 16, through the 8-pixel tiles too) and past one
         // copied run of blocks (24·9 + 5).
-        let cases = [(3, 6, 53), (16, 16, 48), (5, 1, 7), (40, 9, 100), (8, 5, 221), (7, 5, 59), (16, 8, 40)];
+        // With AVX-512: 48-pixel blocks, 16-pixel tails (48·9 + 16 + 5,
+        // 48 + 16).
+        let cases = [
+            (3, 6, 53),
+            (16, 16, 48),
+            (5, 1, 7),
+            (40, 9, 100),
+            (8, 5, 221),
+            (7, 5, 59),
+            (16, 8, 40),
+            (9, 6, 453),
+            (33, 5, 64),
+        ];
         for (ci, co, hw) in cases {
             let (x, w, b) = (values(ci * hw, 1), values(co * ci, 2), values(co, 3));
             let packed = Packed::new(&w, &b, co, ci);

@@ -4,7 +4,8 @@
 //! and FMA where the CPU has them, tiles of 8 pixels for what is left of a
 //! run, and a scalar loop for the last few pixels (and everywhere, for the
 //! tests, where the CPU lacks those units). A tile is 12 AVX2 registers,
-//! fed per input channel by three pixel loads and four broadcast weights.
+//! fed per input channel by three pixel loads and four broadcast weights;
+//! with AVX-512, tiles of 48 pixels in `super::pointwise_wide`.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -37,7 +38,7 @@ pub const MAX_CO_ANY_CI: usize = 16;
 /// then tract's own to the bit, which an INT8 graph's rounding after every
 /// node needs (with the bias first at 64 channels, the INT8 YuNet's outputs
 /// differed from tract's by 0.23 and the INT8 ArcFace's by 0.05).
-const BIAS_FIRST_UP_TO: usize = 32;
+pub(super) const BIAS_FIRST_UP_TO: usize = 32;
 
 /// A 1×1 convolution's weights for [`pointwise`]: in tiles of [`TILE_CO`]
 /// output channels, tile `t`, input channel `k`, lane `j` at
@@ -148,7 +149,10 @@ pub fn pointwise(x: Run, tiles: Tiles, y: &mut [&mut [f32]]) {
         "pointwise: inputs do not fit the output run"
     );
     #[cfg(target_arch = "x86_64")]
-    let done = if kernel_available() {
+    let done = if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F; the slices' lengths are checked above.
+        unsafe { super::pointwise_wide::runs_avx512(&x, tiles, y) }
+    } else if kernel_available() {
         // SAFETY: the CPU has AVX2 and FMA; the slices' lengths are checked above.
         unsafe { runs_avx2(&x, tiles, y) }
     } else {
