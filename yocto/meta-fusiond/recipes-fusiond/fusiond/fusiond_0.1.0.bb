@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 41517609ebf909859729d83c3b2ebb73019975c98fce970a1c2d1529d046ffe1
-SRCREV = "c10d0f405048561632acf1fa0378b9e1907f6b3a"
+# fusiond-inputs: 5da3b6edbd9be7a484832902cdc5c94fcf9f8549b34233874b5d416ab1759452
+SRCREV = "9c2b7d0b12a18a5fb647c455c8eb7bcfc3770adf"
 
 S = "${WORKDIR}/git"
 
