@@ -15,14 +15,11 @@
 //! from zero, by FMA, and the bias is added last, as in tract's own
 //! product.
 
-use super::gemm_tile::{run_kernel, run_pair, wide_kernel_available, Operands};
+pub use super::gemm_tile::NR;
+use super::gemm_tile::{run_kernel, run_pair, wide_kernel_available, Operands, Step, MR};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// Output channels per tile, one broadcast weight each.
-pub(super) const MR: usize = 6;
-/// Pixels per tile: two AVX2 vectors.
-pub const NR: usize = 16;
 /// Taps per block.
 const KC: usize = 256;
 /// Output channels per block of weights.
@@ -161,17 +158,6 @@ fn dequantise(q: &[i8], (scale, zero): (&[f32], &[f32]), out: &mut [f32]) {
             dst[i] = (src[i] as f32 - zero[i]) * scale[i];
         }
     }
-}
-
-/// What a call of the kernel does besides summing its taps.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Step {
-    /// The sums start from zero, not from the partial sums.
-    pub first: bool,
-    /// The bias is added (and the ReLU applied) to the sums, which go to
-    /// the output rather than to the partial sums.
-    pub last: bool,
-    pub relu: bool,
 }
 
 /// The outputs `out` (`co` rows, each holding `n` pixels) of the weights

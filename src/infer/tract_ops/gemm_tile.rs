@@ -4,7 +4,21 @@
 //! order. Every output is one FMA chain over its taps from zero (or from the
 //! sums so far), then the bias, so each kernel gives the same bits.
 
-use super::gemm_kernel::{Step, MR, NR};
+/// Output channels per tile, one broadcast weight each.
+pub(super) const MR: usize = 6;
+/// Pixels per tile: two AVX2 vectors.
+pub const NR: usize = 16;
+
+/// What a call of the kernel does besides summing its taps.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Step {
+    /// The sums start from zero, not from the partial sums.
+    pub first: bool,
+    /// The bias is added (and the ReLU applied) to the sums, which go to
+    /// the output rather than to the partial sums.
+    pub last: bool,
+    pub relu: bool,
+}
 
 /// One call of the kernel: `kc` taps of weights `a` (`kc` × [`MR`]) and
 /// pixels `b` (`kc` × [`NR`]), the sums so far in `from` (null: none, or

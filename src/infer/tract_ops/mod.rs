@@ -40,8 +40,6 @@ mod max_pool;
 mod patch_conv;
 mod pointwise;
 mod pointwise_kernel;
-#[cfg(target_arch = "x86_64")]
-mod pointwise_wide;
 mod prelu;
 mod pw_dw;
 mod qdq_pairs;

@@ -5,7 +5,7 @@
 //! run, and a scalar loop for the last few pixels (and everywhere, for the
 //! tests, where the CPU lacks those units). A tile is 12 AVX2 registers,
 //! fed per input channel by three pixel loads and four broadcast weights;
-//! with AVX-512, tiles of 48 pixels in `super::pointwise_wide`.
+//! with AVX-512, tiles of 48 pixels, three 16-lane vectors.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -38,7 +38,7 @@ pub const MAX_CO_ANY_CI: usize = 16;
 /// then tract's own to the bit, which an INT8 graph's rounding after every
 /// node needs (with the bias first at 64 channels, the INT8 YuNet's outputs
 /// differed from tract's by 0.23 and the INT8 ArcFace's by 0.05).
-pub(super) const BIAS_FIRST_UP_TO: usize = 32;
+const BIAS_FIRST_UP_TO: usize = 32;
 
 /// A 1×1 convolution's weights for [`pointwise`]: in tiles of [`TILE_CO`]
 /// output channels, tile `t`, input channel `k`, lane `j` at
@@ -149,12 +149,10 @@ pub fn pointwise(x: Run, tiles: Tiles, y: &mut [&mut [f32]]) {
         "pointwise: inputs do not fit the output run"
     );
     #[cfg(target_arch = "x86_64")]
-    let done = if std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU has AVX-512F; the slices' lengths are checked above.
-        unsafe { super::pointwise_wide::runs_avx512(&x, tiles, y) }
-    } else if kernel_available() {
-        // SAFETY: the CPU has AVX2 and FMA; the slices' lengths are checked above.
-        unsafe { runs_avx2(&x, tiles, y) }
+    let done = if kernel_available() {
+        // SAFETY: the CPU has AVX2 and FMA, and AVX-512F when asked; the
+        // slices' lengths are checked above.
+        unsafe { runs_simd(&x, tiles, y, std::arch::is_x86_feature_detected!("avx512f")) }
     } else {
         0
     };
@@ -173,50 +171,75 @@ pub fn pointwise(x: Run, tiles: Tiles, y: &mut [&mut [f32]]) {
     }
 }
 
-/// Blocks of [`TILE_PX`] pixels copied together into one contiguous
-/// scratch buffer: `ci` × 24 × 8 values, 24 KiB for 32 input channels.
+/// How a kernel covers a run: blocks of `px` pixels, `per_copy` of them
+/// copied at once out of the `ci` strided input planes into one contiguous
+/// buffer, which every tile then reads in order from the L1 cache (a third
+/// faster than reading the planes in place, measured on 16 to 288
+/// channels); then what is left in vectors of `lanes`, read in place.
 #[cfg(target_arch = "x86_64")]
-const BLOCKS_PER_COPY: usize = 8;
+struct Cover {
+    px: usize,
+    lanes: usize,
+    per_copy: usize,
+}
 
-/// The pixels of [`pointwise`] that fill whole vectors; returns how many of
-/// each run it wrote. Each run of [`BLOCKS_PER_COPY`] blocks of
-/// [`TILE_PX`] is first copied out of its `ci` strided input planes into
-/// one contiguous buffer, which every tile then reads in order from the L1
-/// cache (a third faster than reading the planes in place, measured on 16
-/// to 288 channels). What is left past the blocks is done 8 pixels at a
-/// time, read in place.
-///
-/// # Safety
-/// The CPU has AVX2 and FMA, and the slices are as [`pointwise`] checks.
+/// The pixels of [`pointwise`] that fill whole vectors, as `cover` says;
+/// returns how many of each run it wrote. `tile(x, block, whole, y, p0)`
+/// writes the tiles of `x`: blocks `block` values apart, of `cover.px`
+/// pixels when `whole`, else of `cover.lanes`, from pixel `p0` of `y`.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn runs_avx2(x: &Run, tiles: Tiles, y: &mut [&mut [f32]]) -> usize {
-    let (n, ci) = (x.n, tiles.ci);
-    let blocks = n / TILE_PX;
-    let mut scratch = vec![0f32; ci * TILE_PX * BLOCKS_PER_COPY];
-    for first in (0..blocks).step_by(BLOCKS_PER_COPY) {
-        let count = BLOCKS_PER_COPY.min(blocks - first);
-        for (q, block) in scratch.chunks_exact_mut(ci * TILE_PX).take(count).enumerate() {
-            let p = (first + q) * TILE_PX;
-            for (k, line) in block.chunks_exact_mut(TILE_PX).enumerate() {
-                line.copy_from_slice(&x.data[k * x.stride + p..][..TILE_PX]);
+fn runs<F>(x: &Run, ci: usize, y: &mut [&mut [f32]], cover: Cover, tile: F) -> usize
+where
+    F: Fn(&Run, usize, bool, &mut [&mut [f32]], usize),
+{
+    let (n, Cover { px, lanes, per_copy }) = (x.n, cover);
+    let blocks = n / px;
+    let mut scratch = vec![0f32; ci * px * per_copy];
+    for first in (0..blocks).step_by(per_copy) {
+        let count = per_copy.min(blocks - first);
+        for (q, block) in scratch.chunks_exact_mut(ci * px).take(count).enumerate() {
+            let p = (first + q) * px;
+            for (k, line) in block.chunks_exact_mut(px).enumerate() {
+                line.copy_from_slice(&x.data[k * x.stride + p..][..px]);
             }
         }
-        let copied = Run { data: &scratch[..count * ci * TILE_PX], stride: TILE_PX, n: count * TILE_PX };
-        if ci > BIAS_FIRST_UP_TO {
-            tiles_avx2::<3, true>(&copied, TILE_PX * ci, tiles, y, first * TILE_PX);
-        } else {
-            tiles_avx2::<3, false>(&copied, TILE_PX * ci, tiles, y, first * TILE_PX);
+        let copied = Run { data: &scratch[..count * ci * px], stride: px, n: count * px };
+        tile(&copied, px * ci, true, y, first * px);
+    }
+    let tail = (n - blocks * px) / lanes * lanes;
+    tile(&Run { data: &x.data[blocks * px..], stride: x.stride, n: tail }, lanes, false, y, blocks * px);
+    blocks * px + tail
+}
+
+/// [`runs`] with AVX2 (`wide` false): blocks of [`TILE_PX`], 8 of them
+/// copied at once (24 KiB for 32 input channels), then 8 pixels a tile; or
+/// with AVX-512: blocks of 48 pixels (three 16-lane vectors), 4 copied at
+/// once, then 16 pixels a tile. Each sum is the same FMA chain, in the same
+/// order from the same start, so the outputs are the same to the bit.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA, and AVX-512F when `wide`; the slices are as
+/// [`pointwise`] checks.
+#[cfg(target_arch = "x86_64")]
+unsafe fn runs_simd(x: &Run, tiles: Tiles, y: &mut [&mut [f32]], wide: bool) -> usize {
+    let last = tiles.ci > BIAS_FIRST_UP_TO;
+    let cover =
+        if wide { Cover { px: 48, lanes: 16, per_copy: 4 } } else { Cover { px: TILE_PX, lanes: 8, per_copy: 8 } };
+    runs(x, tiles.ci, y, cover, |x, block, whole, y, p0| {
+        // SAFETY: as this function's; `runs` hands over whole blocks.
+        unsafe {
+            match (wide, whole, last) {
+                (false, true, true) => tiles_avx2::<3, true>(x, block, tiles, y, p0),
+                (false, true, false) => tiles_avx2::<3, false>(x, block, tiles, y, p0),
+                (false, false, true) => tiles_avx2::<1, true>(x, block, tiles, y, p0),
+                (false, false, false) => tiles_avx2::<1, false>(x, block, tiles, y, p0),
+                (true, true, true) => tiles_avx512::<3, true>(x, block, tiles, y, p0),
+                (true, true, false) => tiles_avx512::<3, false>(x, block, tiles, y, p0),
+                (true, false, true) => tiles_avx512::<1, true>(x, block, tiles, y, p0),
+                (true, false, false) => tiles_avx512::<1, false>(x, block, tiles, y, p0),
+            }
         }
-    }
-    let tail = (n - blocks * TILE_PX) / 8 * 8;
-    let rest = Run { data: &x.data[blocks * TILE_PX..], stride: x.stride, n: tail };
-    if ci > BIAS_FIRST_UP_TO {
-        tiles_avx2::<1, true>(&rest, 8, tiles, y, blocks * TILE_PX);
-    } else {
-        tiles_avx2::<1, false>(&rest, 8, tiles, y, blocks * TILE_PX);
-    }
-    blocks * TILE_PX + tail
+    })
 }
 
 /// Every output tile of `V` vectors of pixels for the input pixels of `x`
@@ -270,6 +293,60 @@ unsafe fn tiles_avx2<const V: usize, const BIAS_LAST: bool>(
                     let a = if BIAS_LAST { _mm256_add_ps(*a, bias(j)) } else { *a };
                     let a = if tiles.relu { _mm256_max_ps(a, _mm256_setzero_ps()) } else { a };
                     _mm256_storeu_ps(dst.add(8 * i), a);
+                }
+            }
+        }
+    }
+}
+
+/// Every output tile of `V` vectors of pixels for the input pixels of `x`
+/// (blocks of `16 × V` pixels, `block` values apart, each holding `ci`
+/// lines `x.stride` apart), the first written at pixel `p0` of each row of
+/// `y`; with `BIAS_LAST` each sum starts from zero and the bias comes last.
+///
+/// # Safety
+/// The CPU has AVX-512F; `tiles` holds every tile of `y`, `x` holds
+/// `x.n / (16 × V)` whole blocks, and each row of `y` holds their pixels
+/// from `p0`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn tiles_avx512<const V: usize, const BIAS_LAST: bool>(
+    x: &Run,
+    block: usize,
+    tiles: Tiles,
+    y: &mut [&mut [f32]],
+    p0: usize,
+) {
+    use std::arch::x86_64::*;
+    let (ci, co) = (tiles.ci, tiles.co);
+    for (t, w) in tiles.weights.chunks_exact(ci * TILE_CO).take(co.div_ceil(TILE_CO)).enumerate() {
+        let bias: [__m512; TILE_CO] =
+            std::array::from_fn(|j| _mm512_set1_ps(*tiles.bias.get_unchecked(t * TILE_CO + j)));
+        for q in 0..x.n / (16 * V) {
+            let mut acc = [[_mm512_setzero_ps(); V]; TILE_CO];
+            if !BIAS_LAST {
+                for (lane, b) in acc.iter_mut().zip(&bias) {
+                    *lane = [*b; V];
+                }
+            }
+            let src = x.data.as_ptr().add(q * block);
+            for k in 0..ci {
+                let line = src.add(k * x.stride);
+                let v: [__m512; V] = std::array::from_fn(|i| _mm512_loadu_ps(line.add(16 * i)));
+                for (j, lane) in acc.iter_mut().enumerate() {
+                    let wj = _mm512_set1_ps(*w.get_unchecked(k * TILE_CO + j));
+                    for (a, v) in lane.iter_mut().zip(&v) {
+                        *a = _mm512_fmadd_ps(wj, *v, *a);
+                    }
+                }
+            }
+            let p = p0 + q * 16 * V;
+            for (j, (lane, b)) in acc.iter().zip(&bias).enumerate().take(co - t * TILE_CO) {
+                let dst = y.get_unchecked_mut(t * TILE_CO + j).as_mut_ptr().add(p);
+                for (i, a) in lane.iter().enumerate() {
+                    let a = if BIAS_LAST { _mm512_add_ps(*a, *b) } else { *a };
+                    let a = if tiles.relu { _mm512_max_ps(a, _mm512_setzero_ps()) } else { a };
+                    _mm512_storeu_ps(dst.add(16 * i), a);
                 }
             }
         }
