@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 5da3b6edbd9be7a484832902cdc5c94fcf9f8549b34233874b5d416ab1759452
-SRCREV = "9c2b7d0b12a18a5fb647c455c8eb7bcfc3770adf"
+# fusiond-inputs: 35a8ae688955194d0625df8b8642f56634289f35e3850656d2a30bf0f45c5396
+SRCREV = "abaf0b21a829796ed0b4ff7eac6e057fafa979de"
 
 S = "${WORKDIR}/git"
 
