@@ -128,12 +128,8 @@ impl CameraConfig {
             return bad(format!("camera.formats: `{f}` is not one of MJPG, YUYV, NV12"));
         }
         let side = |v: u32| (1..=crate::vision::MAX_SIDE).contains(&v);
-        if self.formats.is_empty()
-            || !side(self.width)
-            || !side(self.height)
-            || !self.width.is_multiple_of(2)
-            || self.fps == 0
-        {
+        let even = self.width.is_multiple_of(2);
+        if self.formats.is_empty() || !side(self.width) || !side(self.height) || !even || self.fps == 0 {
             return bad(format!(
                 "camera.formats must not be empty, width and height 1 to {} and width even, fps > 0",
                 crate::vision::MAX_SIDE
@@ -261,9 +257,8 @@ pub struct PipelineConfig {
     /// this input size on a crop around it; 0 predicts only. Needs a
     /// resizable detector.
     pub refine_size: u32,
-    /// Run a resizable detector at the camera's aspect (`camera.width` ×
-    /// `camera.height` shrunk into its input size, sides rounded up to 32)
-    /// instead of letterboxing into its square input.
+    /// Run a resizable detector at the camera's aspect, not letterboxed
+    /// into its square input ([`ModelEntry::fitted`](crate::manifest::ModelEntry::fitted)).
     pub fit_detector: bool,
     /// `reference`: largest face distance ((1 - cos)/2) that is still the
     /// person, at start.
