@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 35a8ae688955194d0625df8b8642f56634289f35e3850656d2a30bf0f45c5396
-SRCREV = "abaf0b21a829796ed0b4ff7eac6e057fafa979de"
+# fusiond-inputs: 5a3dbfb1c163303ad3841ca8d7fa6231c89c078dc6e4fc7815c2658209315e0c
+SRCREV = "ad21f7040ab5746dcd69a67f9b0cb773c8c02c8f"
 
 S = "${WORKDIR}/git"
 
