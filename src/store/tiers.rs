@@ -9,7 +9,7 @@ use super::StoreError;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::infer::Engines;
-use crate::manifest::Kind;
+use crate::manifest::{Kind, ModelEntry};
 use std::sync::{Arc, Mutex};
 
 /// The models one tier runs on.
@@ -130,14 +130,13 @@ impl Store {
         if let Some(unknown) = t.models.iter().find(|m| catalog.entry(m).is_err()) {
             return Err(format!("model `{unknown}` is in no manifest"));
         }
+        let entry_of = |kind: Kind| t.models.iter().find_map(|m| catalog.entry(m).ok().filter(|e| e.kind() == kind));
+        let missing = |kind: Kind| format!("it lists no {kind:?} model");
         let optional = |kind: Kind| -> Result<Option<Arc<LoadedModel>>, String> {
-            match t.models.iter().find(|m| catalog.entry(m).is_ok_and(|e| e.kind() == kind)) {
-                Some(name) => self.model(name).map(Some).map_err(|e| e.to_string()),
-                None => Ok(None),
-            }
+            entry_of(kind).map(|e| self.model(&e.name).map_err(|e| e.to_string())).transpose()
         };
-        let role = |kind: Kind| optional(kind)?.ok_or_else(|| format!("it lists no {kind:?} model"));
-        let detector = self.detector(&t.models)?;
+        let role = |kind: Kind| optional(kind)?.ok_or_else(|| missing(kind));
+        let detector = self.detector(entry_of(Kind::Detector).ok_or_else(|| missing(Kind::Detector))?)?;
         let refiner = match self.config.pipeline.refine_size {
             0 => None,
             _ if !detector.entry.resizable => {
@@ -158,14 +157,9 @@ impl Store {
         })
     }
 
-    /// The first detector of `models`, fitted to the camera's frame when
+    /// Detector `entry`, fitted to the camera's frame when
     /// `pipeline.fit_detector` is on and it is resizable.
-    fn detector(&self, models: &[String]) -> Result<Arc<LoadedModel>, String> {
-        let catalog = self.loader.catalog();
-        let entry = models
-            .iter()
-            .find_map(|m| catalog.entry(m).ok().filter(|e| e.kind() == Kind::Detector))
-            .ok_or("it lists no Detector model")?;
+    fn detector(&self, entry: &ModelEntry) -> Result<Arc<LoadedModel>, String> {
         let camera = [self.config.camera.width, self.config.camera.height];
         let size = entry.fitted(camera).input_size;
         let loaded = if self.config.pipeline.fit_detector && size != entry.input_size {
