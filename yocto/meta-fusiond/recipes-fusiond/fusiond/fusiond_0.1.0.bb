@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 5a3dbfb1c163303ad3841ca8d7fa6231c89c078dc6e4fc7815c2658209315e0c
-SRCREV = "ad21f7040ab5746dcd69a67f9b0cb773c8c02c8f"
+# fusiond-inputs: 99c15f1d3319b7623e32a8d48b64ac363ff11a4bdf59de75e6beebb505807c48
+SRCREV = "4f8e466e18c0fe53df9185ee9e14624e9b906077"
 
 S = "${WORKDIR}/git"
 
