@@ -17,6 +17,8 @@ mod tract;
 mod tract_import;
 #[cfg(feature = "tract")]
 pub mod tract_ops;
+#[cfg(feature = "tract")]
+mod tract_pool;
 
 pub use engines::{EngineError, Engines};
 #[cfg(feature = "ort")]

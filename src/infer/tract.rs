@@ -5,7 +5,7 @@ use super::{
     Outputs, Placement, Resident, Result, Session, Tensor,
 };
 use std::sync::Arc;
-use tract_linalg::multithread::{multithread_tract_scope, Executor};
+use tract_linalg::multithread::multithread_tract_scope;
 use tract_onnx::pb;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::OpState;
@@ -14,8 +14,8 @@ use tract_onnx::tract_core::plan::EvalContext;
 /// The default, pure-Rust engine.
 #[derive(Debug, Clone)]
 pub struct TractBackend {
-    /// Thread pool for matrix products; `None` runs on the calling thread.
-    executor: Option<Executor>,
+    /// Threads a model runs on (`super::tract_pool`); 1 is the caller's alone.
+    threads: usize,
     /// Whether fusiond's one-pass ops replace tract's decompositions
     /// (`super::tract_ops`).
     fused_ops: bool,
@@ -23,18 +23,16 @@ pub struct TractBackend {
 
 impl Default for TractBackend {
     fn default() -> Self {
-        TractBackend { executor: None, fused_ops: true }
+        TractBackend { threads: 1, fused_ops: true }
     }
 }
 
 impl TractBackend {
-    /// An engine whose matrix products use `threads` threads (a private pool
-    /// shared by every model it loads); 1 runs on the caller's thread.
+    /// An engine whose models run on `threads` threads: the one that runs
+    /// the model and the others of its pool (`super::tract_pool`); 1 runs on
+    /// the caller's thread alone.
     pub fn with_threads(threads: usize) -> Self {
-        TractBackend {
-            executor: (threads > 1).then(|| Executor::multithread_with_name(threads, "tract")),
-            ..Self::default()
-        }
+        TractBackend { threads: threads.max(1), ..Self::default() }
     }
 
     /// With `false`, tract's own ops run where fusiond has a fused one (to
@@ -50,7 +48,7 @@ struct TractModel {
     input_types: Vec<DatumType>,
     outputs: Arc<[String]>,
     phases: LoadPhases,
-    executor: Option<Executor>,
+    threads: usize,
 }
 
 struct TractSession {
@@ -58,7 +56,7 @@ struct TractSession {
     inputs: Vec<InputSpec>,
     input_types: Vec<DatumType>,
     outputs: Arc<[String]>,
-    executor: Option<Executor>,
+    threads: usize,
     /// Each plan node's name and op, by node id, made on the first
     /// profiled run ([`Session::profile`]).
     names: Vec<(Arc<str>, Arc<str>)>,
@@ -168,7 +166,7 @@ impl Backend for TractBackend {
             plan: start.elapsed() - optimized,
             resident: Resident { parse: after_parse, import, import_peak, optimize: after_optimize, peak },
         };
-        Ok(Arc::new(TractModel { plan, inputs, input_types, outputs, phases, executor: self.executor.clone() }))
+        Ok(Arc::new(TractModel { plan, inputs, input_types, outputs, phases, threads: self.threads }))
     }
 }
 
@@ -195,7 +193,7 @@ impl Model for TractModel {
             inputs: self.inputs.clone(),
             input_types: self.input_types.clone(),
             outputs: self.outputs.clone(),
-            executor: self.executor.clone(),
+            threads: self.threads,
             names: Vec::new(),
         }))
     }
@@ -232,8 +230,8 @@ impl Session for TractSession {
             out
         };
         let state = &mut self.state;
-        match &self.executor {
-            Some(pool) => multithread_tract_scope(pool.clone(), || state.run_plan_with_eval(values, &mut timed)),
+        match super::tract_pool::executor(self.threads) {
+            Some(pool) => multithread_tract_scope(pool, || state.run_plan_with_eval(values, &mut timed)),
             None => state.run_plan_with_eval(values, &mut timed),
         }
         .map_err(run_err)?;
@@ -243,8 +241,8 @@ impl Session for TractSession {
     fn run(&mut self, given: &[(&str, &Tensor)]) -> Result<Outputs> {
         let values = self.values(given)?;
         let state = &mut self.state;
-        let results = match &self.executor {
-            Some(pool) => multithread_tract_scope(pool.clone(), || state.run(values)),
+        let results = match super::tract_pool::executor(self.threads) {
+            Some(pool) => multithread_tract_scope(pool, || state.run(values)),
             None => state.run(values),
         }
         .map_err(run_err)?;

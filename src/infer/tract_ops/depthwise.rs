@@ -92,7 +92,7 @@ impl Depthwise {
     /// output's size. Output rows are shared among tract's threads.
     pub fn run(&self, x: &[f32], y: &mut [f32], h: usize, w: usize) {
         let size = (self.out_size(h), self.out_size(w));
-        share_rows(y, size, |range, share| self.rows(x, (h, w), range, share));
+        share_rows(y, size, 9, |range, share| self.rows(x, (h, w), range, share));
     }
 
     /// Output rows `range` of every plane into `out` (one slice a plane,

@@ -33,7 +33,7 @@ pub fn run(g: &Geometry, w: &GemmWeights, (relu, grid): (bool, Option<Grid>), x:
     let ow = g.output.1;
     // Each kernel column's output columns inside the input, once a call.
     let columns: Vec<Range<usize>> = (0..g.kernel.1).map(|dx| g.columns(dx)).collect();
-    share_rows(y, g.output, |range, mut share| {
+    share_rows(y, g.output, g.ci * g.kernel.0 * g.kernel.1, |range, mut share| {
         let pixels = range.start * ow..range.end * ow;
         let pack = |taps: Range<usize>, p0: usize, dst: &mut [f32]| {
             pack(g, (x, &columns), taps, pixels.start + p0..pixels.end, dst);

@@ -89,7 +89,7 @@ impl Expansion for MaxPool2x2Expansion {
 /// rounding does). Rows are shared among tract's threads.
 pub fn max_pool_2x2(x: &[f32], out: &mut [f32], h: usize, w: usize) {
     let (oh, ow) = (h / 2, w / 2);
-    share_rows(out, (oh, ow), |range, share| {
+    share_rows(out, (oh, ow), 4, |range, share| {
         let mut scratch = vec![0f32; w];
         for (plane, pooled) in x.chunks_exact(h * w).zip(share) {
             for (y, line) in range.clone().zip(pooled.chunks_exact_mut(ow)) {

@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | PRelu | `prelu::ChannelPrelu`, one pass in place | a multiply, a comparison and a select, three passes |
 //! | MaxPool 2×2, stride 2 | `max_pool::MaxPool2x2`, two rows at a time | a generic patch walk per output value |
-//! | Conv 1×1 (pointwise) of up to 64 input or up to 16 output channels (→ Relu), f32, x86_64 with AVX2 and FMA | `pointwise::PointwiseConv`, straight from NCHW rows | it copies the whole input into panels first |
+//! | Conv 1×1 (pointwise) of up to 160 input and output channels, or up to 16 output channels (→ Relu), f32, x86_64 with AVX2 and FMA | `pointwise::PointwiseConv`, straight from NCHW rows | it copies the whole input into panels first |
 //! | Conv with at most 32 taps a patch (3 × 3 × 3: the detectors' first layer), → Relu | `patch_conv::PatchConv`, the patches of a few rows into the pointwise kernel | a direct loop over every tap |
 //! | Conv with at least 4096 taps a patch (the swapper's 3×3 over 512 and 1024 channels), → Relu, f32 weights or INT8 ones that tract dequantises as it runs (`int8_weights`), x86_64 with AVX2 and FMA | `gemm_conv`, as `PatchConv`'s blocked product (`gemm_kernel`): patches packed a block of taps at a time, the weights once (INT8 ones kept INT8, dequantised a block at a time) | one product over all the taps: each panel of weights is read from beyond the L2 cache again for every 6 pixels; INT8 weights dequantised whole every run |
 //! | Conv 3×3 depthwise, stride 1 or 2 (→ Relu), f32, x86_64 with AVX2 and FMA | `depthwise::Depthwise`, four rows at a time | a generic loop over every tap |
@@ -252,11 +252,30 @@ fn remove_nodes(graph: &mut tract_onnx::pb::GraphProto, dropped: &[bool]) {
     graph.node = nodes.into_iter().zip(dropped).filter(|(_, d)| !**d).map(|(n, _)| n).collect();
 }
 
+/// The least work, in multiply-adds, worth a share of its own on another
+/// thread. Handing a share over wakes a sleeping thread, which on the
+/// 2-core boxes measured costs about as much as 1–2 million multiply-adds
+/// of the depthwise kernel: SCRFD's depthwise layers of 0.9–2.2 million
+/// took 1.2–2.1× as long on two threads as on one (`fusiond profile`),
+/// those of 4 million and more 0.6× as long. The unit tests share any work,
+/// so that each op's shares are tested on small inputs.
+#[cfg(not(test))]
+const MIN_SHARE_WORK: usize = 2 << 20;
+#[cfg(test)]
+const MIN_SHARE_WORK: usize = 1;
+
+/// How many shares `rows` rows of `total` multiply-adds make on `threads`
+/// threads: one a thread, none under `least` work, at least one row each.
+fn share_count(threads: usize, rows: usize, total: usize, least: usize) -> usize {
+    threads.min(total / least.max(1)).clamp(1, rows.max(1))
+}
+
 /// Runs `job` on shares of the output rows of `y`, planes of `rows` ×
-/// `width` values: each call gets a range of rows and, for every plane, the
-/// slice that holds them. With tract's thread pool set, the shares run on
-/// its threads, one share a thread.
-fn share_rows<F>(y: &mut [f32], (rows, width): (usize, usize), job: F)
+/// `width` values that take `work` multiply-adds each: each call gets a
+/// range of rows and, for every plane, the slice that holds them. With
+/// tract's thread pool set, the shares run on its threads, one share a
+/// thread and none smaller than [`MIN_SHARE_WORK`].
+fn share_rows<F>(y: &mut [f32], (rows, width): (usize, usize), work: usize, job: F)
 where
     F: Fn(Range<usize>, Vec<&mut [f32]>) + Sync,
 {
@@ -267,7 +286,8 @@ where
         Executor::MultiThread(pool) => Some(pool),
         _ => None,
     };
-    let count = threads.as_ref().map_or(1, |p| p.current_num_threads().clamp(1, rows));
+    let total = y.len().saturating_mul(work);
+    let count = threads.as_ref().map_or(1, |p| share_count(p.current_num_threads(), rows, total, MIN_SHARE_WORK));
     let per_share = rows.div_ceil(count);
     let ranges: Vec<Range<usize>> = (0..rows).step_by(per_share).map(|a| a..(a + per_share).min(rows)).collect();
     let mut shares: Vec<Vec<&mut [f32]>> = ranges.iter().map(|_| Vec::new()).collect();
@@ -296,4 +316,42 @@ fn test_values(n: usize, seed: u32) -> Vec<f32> {
     (0..n as u32)
         .map(|i| ((i.wrapping_mul(2654435761).wrapping_add(seed) >> 16) % 2001) as f32 / 1000.0 - 1.0)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tract_linalg::multithread::multithread_tract_scope;
+
+    #[test]
+    fn work_is_shared_one_share_a_thread_but_never_in_shares_too_small_to_pay() {
+        let least = 2 << 20;
+        assert_eq!(share_count(2, 20, 1 << 20, least), 1, "half the least work stays on one thread");
+        assert_eq!(share_count(2, 20, 4 << 20, least), 2, "twice the least: a share a thread");
+        assert_eq!(share_count(4, 20, 5 << 20, least), 2, "two shares' worth on four threads");
+        assert_eq!(share_count(4, 3, 64 << 20, least), 3, "no more shares than rows");
+        assert_eq!(share_count(1, 20, 64 << 20, least), 1);
+        assert_eq!(share_count(2, 0, 0, least), 1);
+    }
+
+    #[test]
+    fn every_row_of_every_plane_goes_to_exactly_one_share() {
+        let (planes, rows, width) = (3, 7, 5);
+        let mut y = vec![0f32; planes * rows * width];
+        multithread_tract_scope(Executor::multithread(3), || {
+            share_rows(&mut y, (rows, width), 1, |range, share| {
+                assert_eq!(share.len(), planes);
+                for plane in share {
+                    assert_eq!(plane.len(), range.len() * width);
+                    plane.iter_mut().for_each(|v| *v += 1.0 + range.start as f32);
+                }
+            })
+        });
+        let starts = [0., 0., 0., 3., 3., 3., 6.];
+        for plane in y.chunks_exact(rows * width) {
+            for (row, start) in plane.chunks_exact(width).zip(starts) {
+                assert!(row.iter().all(|v| *v == 1.0 + start), "{row:?}");
+            }
+        }
+    }
 }

@@ -124,7 +124,10 @@ impl PatchConv {
     /// Output rows are shared among tract's threads.
     pub fn run(&self, x: &[f32], y: &mut [f32]) {
         match &self.kernel {
-            Kernel::Patches(pw) => share_rows(y, self.geometry.output, |range, share| self.rows(pw, x, range, share)),
+            Kernel::Patches(pw) => {
+                let taps = self.geometry.ci * self.geometry.kernel.0 * self.geometry.kernel.1;
+                share_rows(y, self.geometry.output, taps, |range, share| self.rows(pw, x, range, share))
+            }
             Kernel::Gemm(w) => gemm_conv::run(&self.geometry, w, (self.relu, self.out_grid), x, y),
         }
     }

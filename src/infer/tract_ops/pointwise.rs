@@ -13,10 +13,9 @@
 
 use super::depthwise::{may_be_depthwise, Depthwise};
 use super::patch_conv::PatchConv;
-use super::pointwise_kernel::{kernel_available, pointwise, Packed, Run, MAX_CI, MAX_CO_ANY_CI, TILE_CO};
-use super::StockParser;
+use super::pointwise_kernel::{kernel_available, pointwise, Packed, Run, MAX_CI, MAX_CO_ANY_CI};
 use super::{int8_weights, is_relu};
-use tract_linalg::multithread::{current_tract_executor, Executor};
+use super::{share_rows, StockParser};
 use tract_onnx::model::ParsingContext;
 use tract_onnx::pb::NodeProto;
 use tract_onnx::tract_core::ops::cnn::KernelFormat;
@@ -28,8 +27,9 @@ use tract_onnx::tract_hir::ops::nn::DataFormat;
 /// tract's own Conv parser: every convolution starts there.
 pub static STOCK: StockParser = StockParser::new("Conv");
 
-/// The Conv parser: 1×1 convolutions of up to [`MAX_CI`] input channels,
-/// or of up to [`MAX_CO_ANY_CI`] output channels, run as [`PointwiseConv`].
+/// The Conv parser: 1×1 convolutions of up to [`MAX_CI`] input and output
+/// channels, or of up to [`MAX_CO_ANY_CI`] output channels, run as
+/// [`PointwiseConv`].
 pub fn parse(ctx: &ParsingContext, node: &NodeProto) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)> {
     let (op, extra) = STOCK.parse(ctx, node)?;
     let conv = op.as_op().downcast_ref::<Box<dyn Expansion>>().and_then(|e| e.as_any().downcast_ref::<Conv>());
@@ -137,7 +137,7 @@ impl PointwiseConv {
         let w = w.konst.as_ref()?;
         let &[co, ci, 1, 1] = w.shape() else { return None };
         let channels_match = x.shape.rank() == 4 && x.shape[1].to_usize().is_ok_and(|c| c == ci);
-        let fits = ((1..=MAX_CI).contains(&ci) || (ci > 0 && co <= MAX_CO_ANY_CI)) && co > 0;
+        let fits = ci > 0 && co > 0 && (co <= MAX_CO_ANY_CI || (ci <= MAX_CI && co <= MAX_CI));
         if x.datum_type != f32_dt || w.datum_type() != f32_dt || !channels_match || !fits {
             return None;
         }
@@ -147,30 +147,14 @@ impl PointwiseConv {
     }
 
     /// One batch item: `x` is `ci` planes of `hw` values, `y` `co` planes.
-    /// With a thread pool set, the tiles are shared among its threads.
+    /// With a thread pool set, the pixels are shared among its threads, so
+    /// that each thread reads only its own part of the input.
     pub fn run(&self, x: &[f32], y: &mut [f32], hw: usize) {
-        let threads = match current_tract_executor() {
-            Executor::MultiThread(pool) => Some(pool),
-            _ => None,
-        };
-        let count = threads.as_ref().map_or(1, |p| p.current_num_threads().max(1));
-        let co = self.0.channels().1;
-        let per_thread = co.div_ceil(TILE_CO).div_ceil(count) * TILE_CO;
-        let job = |g: usize, planes: &mut [f32]| {
-            let first = g * per_thread;
-            let tiles = self.0.tiles(first..first + planes.len() / hw);
-            let mut rows: Vec<&mut [f32]> = planes.chunks_exact_mut(hw).collect();
-            pointwise(Run { data: x, stride: hw, n: hw }, tiles, &mut rows);
-        };
-        let chunks = y.chunks_mut(per_thread * hw).enumerate();
-        match threads {
-            Some(pool) if per_thread < co => pool.scope(|s| {
-                for (g, planes) in chunks {
-                    s.spawn(move |_| job(g, planes));
-                }
-            }),
-            _ => chunks.for_each(|(g, planes)| job(g, planes)),
-        }
+        let (ci, co) = self.0.channels();
+        share_rows(y, (hw, 1), ci, |pixels, mut share| {
+            let run = Run { data: &x[pixels.start..], stride: hw, n: pixels.len() };
+            pointwise(run, self.0.tiles(0..co), &mut share);
+        });
     }
 }
 
@@ -239,6 +223,7 @@ impl TypedOp for PointwiseConv {
 mod tests {
     use super::super::test_values as values;
     use super::*;
+    use tract_linalg::multithread::{multithread_tract_scope, Executor};
 
     /// The convolution as a plain triple loop.
     fn reference(x: &[f32], w: &[f32], b: &[f32], hw: usize, ci: usize, co: usize) -> Vec<f32> {
@@ -258,8 +243,11 @@ mod tests {
         // + 8 + 3 and 24 + 16, through the 8-pixel tiles too) and past one
         // copied run of blocks (24·9 + 5).
         // With AVX-512: 48-pixel blocks, 16-pixel tails (48·9 + 16 + 5,
-        // 48 + 16).
+        // 48 + 16). 100 channels copy one block at a time; with 7221 pixels
+        // the work is worth sharing among threads, whose shares of pixels
+        // start off the block.
         let cases = [
+            (100, 6, 7221),
             (3, 6, 53),
             (16, 16, 48),
             (5, 1, 7),
@@ -273,14 +261,15 @@ mod tests {
         for (ci, co, hw) in cases {
             let (x, w, b) = (values(ci * hw, 1), values(co * ci, 2), values(co, 3));
             let packed = Packed::new(&w, &b, co, ci);
-            for op in [PointwiseConv(packed.clone()), PointwiseConv(packed.with_relu())] {
+            let ops = [PointwiseConv(packed.clone()), PointwiseConv(packed.with_relu())];
+            for (op, threads) in ops.iter().flat_map(|op| [(op, 1), (op, 3)]) {
                 let mut y = vec![f32::NAN; co * hw];
-                op.run(&x, &mut y, hw);
+                multithread_tract_scope(Executor::multithread(threads), || op.run(&x, &mut y, hw));
                 let relu = op.0.relu();
                 let want = reference(&x, &w, &b, hw, ci, co).into_iter().map(|v| if relu { v.max(0.0) } else { v });
                 assert!(y.iter().all(|v| v.is_finite()), "ci {ci} co {co} hw {hw}: an output left unwritten");
                 let worst = y.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-                assert!(worst < 1e-5, "ci {ci} co {co} hw {hw}, relu {relu}: off by {worst}");
+                assert!(worst < 1e-5, "ci {ci} co {co} hw {hw}, relu {relu}, {threads} threads: off by {worst}");
             }
         }
     }
@@ -299,7 +288,9 @@ mod tests {
         let other_ci = konst(Tensor::from_shape(&[2, 4, 1, 1], &[1f32; 8]).unwrap());
         assert!(PointwiseConv::for_facts(&x, &other_ci, None).is_none(), "4 channels for 3");
         assert!(PointwiseConv::for_facts(&x, &f32::fact([2, 3, 1, 1]), None).is_none(), "weights computed at run time");
-        // Past MAX_CI input channels, only with few output channels.
+        // Past MAX_CI input or output channels, only with few output channels.
+        let many_out = konst(Tensor::from_shape(&[MAX_CI + 1, 3, 1, 1], &vec![1f32; (MAX_CI + 1) * 3]).unwrap());
+        assert!(PointwiseConv::for_facts(&x, &many_out, None).is_none(), "more output channels than pay");
         let co = MAX_CO_ANY_CI + 1;
         let wide = konst(Tensor::from_shape(&[co, MAX_CI + 1, 1, 1], &vec![1f32; co * (MAX_CI + 1)]).unwrap());
         let x_wide = f32::fact([1, MAX_CI + 1, 4, 4]);

@@ -16,16 +16,17 @@ pub const TILE_CO: usize = 4;
 #[cfg(target_arch = "x86_64")]
 const TILE_PX: usize = 24;
 
-/// The most input channels fusiond gives this kernel. Up to 32, tract spends as
-/// long packing the input as multiplying it: on YuNet's five such nodes
-/// this kernel takes 0.50–0.98× tract's time (`fusiond profile`, per node;
-/// 16 → 16 channels at 320×320: 2.53 against 5.09 ms). With 64 (YuNet's
-/// 64 → 64 at 80×80 and below, and its merged heads) YuNet took 0.94× the
-/// time it took with 32 at one thread and 0.92× at two, SCRFD (its 40 and
-/// 64 channels) as long (`fusiond profile`, 3 rounds in turns). With all
-/// (up to SCRFD's 288 → 288 at 20×20) SCRFD took 1.15× as long: at small
-/// maps tract's tuned product is the faster.
-pub const MAX_CI: usize = 64;
+/// The most input and output channels fusiond gives this kernel. Up to 32
+/// input channels, tract spends as long packing the input as multiplying
+/// it: on YuNet's five such nodes this kernel takes 0.50–0.98× tract's time
+/// (`fusiond profile`, per node; 16 → 16 channels at 320×320: 2.53
+/// against 5.09 ms). Up to 64 it was as fast as tract's on the AMD EPYC
+/// (AVX2) and past that slower. With its AVX-512 tiles, SCRFD's 72 and 152
+/// channels at 80×80 and 40×40 take 0.55–0.8× tract's time for packing and
+/// product together, while 152 → 288 at 20×20 takes 1.5× (Intel Xeon,
+/// `fusiond profile scrfd_500m`, one thread): at small maps with many
+/// output channels tract's tuned product is the faster.
+pub const MAX_CI: usize = 160;
 
 /// With this many output channels or fewer, fusiond gives this kernel any
 /// number of input channels: tract's packing of the whole input then
@@ -211,10 +212,18 @@ where
     blocks * px + tail
 }
 
-/// [`runs`] with AVX2 (`wide` false): blocks of [`TILE_PX`], 8 of them
-/// copied at once (24 KiB for 32 input channels), then 8 pixels a tile; or
-/// with AVX-512: blocks of 48 pixels (three 16-lane vectors), 4 copied at
-/// once, then 16 pixels a tile. Each sum is the same FMA chain, in the same
+/// The most bytes of input [`runs`] copies at once: every output tile reads
+/// them all, so they stay in the L1 cache (32 KiB on the AMD EPYC, 48 on the
+/// Intel Xeon) beside the tile's weights. Copying 4 blocks of SCRFD's 72
+/// and 152 channels at once (55 and 117 KiB) read them from the L2 cache.
+#[cfg(target_arch = "x86_64")]
+const COPY_BYTES: usize = 24 << 10;
+
+/// [`runs`] with AVX2 (`wide` false): blocks of [`TILE_PX`], up to 8 of
+/// them copied at once (24 KiB for 32 input channels), then 8 pixels a
+/// tile; or with AVX-512: blocks of 48 pixels (three 16-lane vectors), up to
+/// 4 copied at once, then 16 pixels a tile; as many as fit [`COPY_BYTES`],
+/// and at least one. Each sum is the same FMA chain, in the same
 /// order from the same start, so the outputs are the same to the bit.
 ///
 /// # Safety
@@ -223,8 +232,9 @@ where
 #[cfg(target_arch = "x86_64")]
 unsafe fn runs_simd(x: &Run, tiles: Tiles, y: &mut [&mut [f32]], wide: bool) -> usize {
     let last = tiles.ci > BIAS_FIRST_UP_TO;
-    let cover =
-        if wide { Cover { px: 48, lanes: 16, per_copy: 4 } } else { Cover { px: TILE_PX, lanes: 8, per_copy: 8 } };
+    let (px, lanes, most) = if wide { (48, 16, 4) } else { (TILE_PX, 8, 8) };
+    let per_copy = (COPY_BYTES / (tiles.ci * px * std::mem::size_of::<f32>())).clamp(1, most);
+    let cover = Cover { px, lanes, per_copy };
     runs(x, tiles.ci, y, cover, |x, block, whole, y, p0| {
         // SAFETY: as this function's; `runs` hands over whole blocks.
         unsafe {

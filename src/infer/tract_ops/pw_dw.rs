@@ -134,10 +134,14 @@ impl PointwiseDepthwise {
     /// [`Self::out_size`]. Output rows are shared among tract's threads,
     /// pairs of block rows when pooled.
     pub fn run(&self, x: &[f32], y: &mut [f32], h: usize, w: usize) {
+        // Each output value takes its pointwise inputs and 9 taps, for each
+        // of the depthwise values under it.
+        let under = if self.pool { 4 } else { self.stride * self.stride };
+        let work = under * (self.pw.channels().0 + 9);
         if self.pool {
-            share_rows(y, (h / 2, w / 2), |r, share| self.rows(x, (h, w), 2 * r.start..2 * r.end, share));
+            share_rows(y, (h / 2, w / 2), work, |r, share| self.rows(x, (h, w), 2 * r.start..2 * r.end, share));
         } else {
-            share_rows(y, self.out_size(h, w), |range, share| self.rows(x, (h, w), range, share));
+            share_rows(y, self.out_size(h, w), work, |range, share| self.rows(x, (h, w), range, share));
         }
     }
 
