@@ -100,7 +100,7 @@ fn the_2x2_max_pool_gives_tracts_own_outputs_to_1e_5() {
 }
 
 /// YuNet and SCRFD on a real photo at 640×640: their 1×1 convolutions of up
-/// to 64 input channels and their 3×3 depthwise ones
+/// to 160 input and output channels and their 3×3 depthwise ones
 /// run as fusiond's kernels where the CPU has AVX2 and FMA (tract's own
 /// elsewhere), and every output of the heads is tract's own to 1e-5 of the
 /// largest.
@@ -111,14 +111,14 @@ fn the_pointwise_convolutions_give_tracts_own_outputs_to_1e_5() {
     let kernel = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
     #[cfg(not(target_arch = "x86_64"))]
     let kernel = false;
-    // Pointwise nodes in all (up to 64 input channels, or up to 16 output
-    // channels), those that took in the depthwise convolution (and
+    // Pointwise nodes in all (up to 160 input and output channels, or up to
+    // 16 output channels), those that took in the depthwise convolution (and
     // ReLU) after them, those of them that took in a 2×2 pool too, the
     // small-patch convolutions (the first layer; in YuNet also its six
     // 1-channel 3×3 heads) and the depthwise convolutions left on their own.
     for (file, want) in [
         (shared("models/face_detection_yunet_2023mar.onnx"), [17, 14, 2, 7, 6]),
-        (shared("models/scrfd_500m_bnkps.onnx"), [13, 7, 0, 1, 13]),
+        (shared("models/scrfd_500m_bnkps.onnx"), [17, 9, 0, 1, 11]),
         (int8_models().join("face_detection_yunet_2023mar_int8.onnx"), [17, 14, 2, 7, 6]),
     ] {
         let [(fused, fused_ops), (stock, stock_ops)] = both(&file, &input);
