@@ -22,7 +22,7 @@ const TILE_PX: usize = 24;
 /// (`fusiond profile`, per node; 16 → 16 channels at 320×320: 2.53
 /// against 5.09 ms). Up to 64 it was as fast as tract's on the AMD EPYC
 /// (AVX2) and past that slower. With its AVX-512 tiles, SCRFD's 72 and 152
-/// channels at 80×80 and 40×40 take 0.55–0.8× tract's time for packing and
+/// channels at 80×80 and 40×40 take 0.59–0.81× tract's time for packing and
 /// product together, while 152 → 288 at 20×20 takes 1.5× (Intel Xeon,
 /// `fusiond profile scrfd_500m`, one thread): at small maps with many
 /// output channels tract's tuned product is the faster.
@@ -215,7 +215,7 @@ where
 /// The most bytes of input [`runs`] copies at once: every output tile reads
 /// them all, so they stay in the L1 cache (32 KiB on the AMD EPYC, 48 on the
 /// Intel Xeon) beside the tile's weights. Copying 4 blocks of SCRFD's 72
-/// and 152 channels at once (55 and 117 KiB) read them from the L2 cache.
+/// and 152 channels at once (54 and 114 KiB) read them from the L2 cache.
 #[cfg(target_arch = "x86_64")]
 const COPY_BYTES: usize = 24 << 10;
 
