@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 99c15f1d3319b7623e32a8d48b64ac363ff11a4bdf59de75e6beebb505807c48
-SRCREV = "4f8e466e18c0fe53df9185ee9e14624e9b906077"
+# fusiond-inputs: 23bbf3926bee52f323f67ef2c7c9be591c79d6d56728b01c1fd235e128e4a255
+SRCREV = "180fcda3bb6b1665034eb64f6e711af9a0ac83e2"
 
 S = "${WORKDIR}/git"
 
