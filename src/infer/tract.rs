@@ -5,7 +5,6 @@ use super::{
     Outputs, Placement, Resident, Result, Session, Tensor,
 };
 use std::sync::Arc;
-use tract_linalg::multithread::multithread_tract_scope;
 use tract_onnx::pb;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::OpState;
@@ -230,22 +229,14 @@ impl Session for TractSession {
             out
         };
         let state = &mut self.state;
-        match super::tract_pool::executor(self.threads) {
-            Some(pool) => multithread_tract_scope(pool, || state.run_plan_with_eval(values, &mut timed)),
-            None => state.run_plan_with_eval(values, &mut timed),
-        }
-        .map_err(run_err)?;
+        super::tract_pool::run(self.threads, || state.run_plan_with_eval(values, &mut timed)).map_err(run_err)?;
         Ok(Some(times))
     }
 
     fn run(&mut self, given: &[(&str, &Tensor)]) -> Result<Outputs> {
         let values = self.values(given)?;
         let state = &mut self.state;
-        let results = match super::tract_pool::executor(self.threads) {
-            Some(pool) => multithread_tract_scope(pool, || state.run(values)),
-            None => state.run(values),
-        }
-        .map_err(run_err)?;
+        let results = super::tract_pool::run(self.threads, || state.run(values)).map_err(run_err)?;
         let tensors = results
             .into_iter()
             .map(|v| {

@@ -10,19 +10,71 @@
 //! Such a pool lives as long as the process (rayon cannot release a thread
 //! from it), which suits the daemon's long-lived pipeline threads. A thread
 //! that asks for a second thread count gets a private pool of that size.
+//!
+//! rayon's idle workers go to sleep within microseconds, and waking one
+//! costs tens of microseconds, more than many nodes' shares take. So while
+//! a model runs on a pool its thread belongs to, the pool's other workers
+//! stay awake ([`run`]): each waits for shares by polling the pool, as ONNX
+//! Runtime's threads spin between a model's nodes.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use tract_linalg::multithread::Executor;
+use tract_linalg::multithread::{multithread_tract_scope, Executor};
 
 thread_local! {
     /// The pools this thread has used, by thread count.
     static POOLS: RefCell<Vec<(usize, Executor)>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Runs `f` (a model's run) on `threads` threads: on the calling thread
+/// alone for one, else with the calling thread's pool for that count set as
+/// tract's executor, the pool's other workers awake until `f` returns.
+pub fn run<R>(threads: usize, f: impl FnOnce() -> R) -> R {
+    match executor(threads) {
+        Some(Executor::MultiThread(pool)) if pool.current_thread_index() == Some(0) => {
+            let _awake = Awake::start(&pool);
+            multithread_tract_scope(Executor::MultiThread(pool), f)
+        }
+        Some(executor) => multithread_tract_scope(executor, f),
+        None => f(),
+    }
+}
+
+/// The other workers of a pool the calling thread belongs to, each polling
+/// the pool for work until this is dropped (also when the run panics).
+struct Awake(Arc<AtomicBool>);
+
+impl Awake {
+    fn start(pool: &rayon::ThreadPool) -> Awake {
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        // A broadcast job runs on its own worker only: the calling thread's
+        // copy returns at once, and no worker can take another's poll
+        // (the caller's thread taking one would wait on itself).
+        pool.spawn_broadcast(move |ctx| {
+            if ctx.index() == 0 {
+                return;
+            }
+            while !flag.load(Ordering::Acquire) {
+                if rayon::yield_now() != Some(rayon::Yield::Executed) {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        Awake(done)
+    }
+}
+
+impl Drop for Awake {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
 /// The executor for running a model on `threads` threads from the calling
 /// thread; `None` for one thread (tract then runs every node on the caller).
-pub fn executor(threads: usize) -> Option<Executor> {
+fn executor(threads: usize) -> Option<Executor> {
     if threads <= 1 {
         return None;
     }
@@ -83,6 +135,30 @@ mod tests {
             let on_caller = std::thread::current().id();
             let ran_on = two.install(|| std::thread::current().id());
             assert_eq!(ran_on, on_caller, "work given to the joined pool starts on the caller");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn runs_share_work_with_the_awake_workers_and_let_them_go_after() {
+        // A poll that took the caller's thread, or one never told to stop,
+        // would hang this test.
+        std::thread::spawn(|| {
+            for _ in 0..50 {
+                let (a, b) = run(2, || {
+                    let pool = pool_of(Some(tract_linalg::multithread::current_tract_executor()));
+                    pool.join(|| (0..1000u64).sum::<u64>(), || (0..2000u64).sum::<u64>())
+                });
+                assert_eq!((a, b), (499_500, 1_999_000));
+            }
+            let panicked = std::panic::catch_unwind(|| run(2, || panic!("a failed run")));
+            assert!(panicked.is_err());
+            let on = run(1, || std::thread::current().id());
+            assert_eq!(on, std::thread::current().id());
+            // The workers left their polls: work sent to the pool still runs.
+            let pool = pool_of(executor(2));
+            assert_eq!(pool.install(|| 7), 7);
         })
         .join()
         .unwrap();
