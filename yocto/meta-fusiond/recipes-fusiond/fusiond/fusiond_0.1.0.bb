@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 23bbf3926bee52f323f67ef2c7c9be591c79d6d56728b01c1fd235e128e4a255
-SRCREV = "180fcda3bb6b1665034eb64f6e711af9a0ac83e2"
+# fusiond-inputs: 36c1e133b88262e239cb4d609ffcfe6a0e7a406afd24c28908e1ce7b8cf4e8cb
+SRCREV = "f30940bdc166500fc6f505b7009308a01d0307b4"
 
 S = "${WORKDIR}/git"
 
