@@ -19,14 +19,15 @@ use super::{
 };
 use super::{OrtSettings, ProviderKind};
 use ort::environment::Environment;
-use ort::ep::{self, ExecutionProviderDispatch};
-use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
+use ort::session::builder::GraphOptimizationLevel;
 use ort::session::{Session as OrtSession, SessionInputValue};
 use ort::value::{TensorElementType, TensorRef, ValueType};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+mod providers;
 
 /// One ONNX Runtime environment per process (the library allows no more),
 /// and one library: the first one opened successfully.
@@ -77,77 +78,6 @@ impl OrtBackend {
     pub fn new(settings: OrtSettings) -> Result<Self> {
         let env = environment(&settings.library)?;
         Ok(OrtBackend { env, settings })
-    }
-
-    fn provider(
-        &self,
-        kind: ProviderKind,
-        inputs: &[InputSpec],
-    ) -> std::result::Result<ExecutionProviderDispatch, String> {
-        Ok(match kind {
-            ProviderKind::Cpu => ep::CPU::default().with_arena_allocator(self.settings.arena).build(),
-            ProviderKind::Cuda => ep::CUDA::default().with_device_id(self.settings.cuda.device_id).build(),
-            ProviderKind::Tensorrt => {
-                let t = &self.settings.tensorrt;
-                std::fs::create_dir_all(&t.cache_dir)
-                    .map_err(|e| format!("cannot create the engine cache {}: {e}", t.cache_dir.display()))?;
-                let cache = t.cache_dir.display().to_string();
-                // Inputs are fixed at load, so one optimisation profile with
-                // min = opt = max serves them.
-                let shapes = inputs
-                    .iter()
-                    .map(|i| {
-                        let dims: Vec<String> = i.shape.iter().map(usize::to_string).collect();
-                        format!("{}:{}", i.name, dims.join("x"))
-                    })
-                    .collect::<Vec<_>>()
-                    .join(",");
-                ep::TensorRT::default()
-                    .with_device_id(t.device_id)
-                    .with_fp16(t.fp16)
-                    .with_int8(t.int8)
-                    .with_max_workspace_size((t.max_workspace_mib as usize) << 20)
-                    .with_engine_cache(true)
-                    .with_engine_cache_path(&cache)
-                    .with_timing_cache(true)
-                    .with_timing_cache_path(&cache)
-                    .with_profile_min_shapes(&shapes)
-                    .with_profile_opt_shapes(&shapes)
-                    .with_profile_max_shapes(&shapes)
-                    .build()
-            }
-        })
-    }
-
-    /// Registers the configured providers in order. Failures are collected;
-    /// with `error_on_failure` the first one ends the load.
-    fn register(
-        &self,
-        builder: &mut SessionBuilder,
-        inputs: &[InputSpec],
-    ) -> Result<(Vec<String>, Vec<ProviderFailure>)> {
-        let mut used = Vec::new();
-        let mut failed = Vec::new();
-        for &kind in &self.settings.providers {
-            let name = kind.name();
-            match self.provider(kind, inputs).and_then(|p| p.register(builder).map_err(|e| e.to_string())) {
-                Ok(()) => used.push(name.to_string()),
-                Err(error) if self.settings.error_on_failure => {
-                    return Err(InferError::Load(format!(
-                        "execution provider {name} failed to register: {error}; it is required because \
-                         inference.ort.error_on_failure is set (unset it to fall back to the next provider)"
-                    )));
-                }
-                Err(error) => {
-                    log::error!("ONNX Runtime execution provider {name} failed to register: {error}");
-                    failed.push(ProviderFailure { provider: name.to_string(), error });
-                }
-            }
-        }
-        if !used.iter().any(|u| u == "cpu") {
-            used.push("cpu".into());
-        }
-        Ok((used, failed))
     }
 }
 
@@ -292,7 +222,7 @@ impl OrtBackend {
                 .with_config_entry("session.use_ort_model_bytes_for_initializers", "1")
                 .map_err(load_err)?;
         }
-        let (providers, failed) = self.register(&mut builder, profile)?;
+        let (providers, failed) = providers::register(&self.settings, &mut builder, profile)?;
         let session = builder.commit_from_memory(raw).map_err(load_err)?;
         Ok((session, providers, failed))
     }
