@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 36c1e133b88262e239cb4d609ffcfe6a0e7a406afd24c28908e1ce7b8cf4e8cb
-SRCREV = "f30940bdc166500fc6f505b7009308a01d0307b4"
+# fusiond-inputs: 4b01da7af2184e6c618640cf5f26b338cf20c2d2cfa8d995f8c4139bfb235b94
+SRCREV = "f00cbee00a451e6599c23d81f42b03efffb8535a"
 
 S = "${WORKDIR}/git"
 
