@@ -1,7 +1,7 @@
 //! A convolution whose patch is small (input channels × kernel height ×
 //! width at most [`MAX_TAPS`]): the first layer of YuNet and SCRFD, 3 × 3 × 3
 //! taps with stride 2 over a 640×640 picture, 15 % of YuNet's time on
-//! tract. `PatchConv` copies the patches of a few output rows into a buffer
+//! tract, and SCRFD's 3×3 convolutions of 16 channels in its heads. `PatchConv` copies the patches of a few output rows into a buffer
 //! that stays in the L2 cache (one row of each tap, "im2col") and runs them
 //! through the pointwise kernel as that many input channels, then applies
 //! the ReLU after it, taken in by `declutter`. The taps are summed in
@@ -52,12 +52,14 @@ pub struct PatchConv {
 
 impl Eq for PatchConv {}
 
-/// The most taps a patch fusiond runs this way. SCRFD's 3×3 heads over 64
-/// channels (576 taps) ran slower this way than as tract's own product (12.7
-/// against 9.3 ms at 80×80, `fusiond profile scrfd_500m`): the pointwise
-/// kernel's copy of 8 blocks of that many channels no longer stays in the
-/// L1 and L2 caches.
-const MAX_TAPS: usize = 32;
+/// The most taps a patch fusiond runs this way. SCRFD's 3×3 convolutions of
+/// 16 channels (144 taps) took 0.62–0.74× tract's time at 80×80 and 40×40
+/// (0.36 against 0.58 ms at 80×80) and 0.83–1.24× at 20×20; its 3×3 heads
+/// over 64 channels (576 taps) 0.98× at 80×80, 1.06× at 40×40 and 1.87× at
+/// 20×20 (`fusiond profile scrfd_500m`, one thread, each node's fastest of
+/// 3 rounds in turns, AVX-512; on the AMD EPYC's AVX2 the 576-tap heads
+/// took 12.7 against 9.3 ms at 80×80).
+const MAX_TAPS: usize = 144;
 
 impl PatchConv {
     /// The op for this ONNX convolution (already found plain) and these
