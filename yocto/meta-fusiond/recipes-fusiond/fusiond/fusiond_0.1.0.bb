@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 4b01da7af2184e6c618640cf5f26b338cf20c2d2cfa8d995f8c4139bfb235b94
-SRCREV = "f00cbee00a451e6599c23d81f42b03efffb8535a"
+# fusiond-inputs: a0cc24f8a4ab844d552772e1fa9d6be905a749bfe033e110ce32e9e652648ed1
+SRCREV = "9f4c6f543fcaf82c7ec033b620093e1305faba7c"
 
 S = "${WORKDIR}/git"
 
