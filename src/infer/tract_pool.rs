@@ -8,8 +8,11 @@
 //! counts that thread as its first worker (rayon's `use_current_thread`):
 //! the thread runs a share itself, and only the other workers are woken.
 //! Such a pool lives as long as the process (rayon cannot release a thread
-//! from it), which suits the daemon's long-lived pipeline threads. A thread
-//! that asks for a second thread count gets a private pool of that size.
+//! from it), which suits the daemon's long-lived pipeline threads; so that
+//! short-lived threads (a tier preloaded and warmed in the background, again
+//! at every switch) cannot pile them up, at most [`MAX_JOINED`] threads get
+//! one. Any other thread, or a thread that asks for a second thread count,
+//! gets a private pool, which ends with the thread.
 //!
 //! rayon's idle workers go to sleep within microseconds, and waking one
 //! costs tens of microseconds, more than many nodes' shares take. So while
@@ -18,9 +21,15 @@
 //! Runtime's threads spin between a model's nodes.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tract_linalg::multithread::{multithread_tract_scope, Executor};
+
+/// The most threads that get a pool of their own for good.
+const MAX_JOINED: usize = 4;
+
+/// How many threads got one so far.
+static JOINED: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     /// The pools this thread has used, by thread count.
@@ -82,10 +91,16 @@ fn executor(threads: usize) -> Option<Executor> {
         if let Some((_, executor)) = pools.iter().find(|(n, _)| *n == threads) {
             return Some(executor.clone());
         }
-        let executor = build(threads, pools.is_empty());
+        let joined = pools.is_empty() && reserve(&JOINED, MAX_JOINED);
+        let executor = build(threads, joined);
         pools.push((threads, executor.clone()));
         Some(executor)
     })
+}
+
+/// Takes one of `most` places counted by `taken`; `false` when none is left.
+fn reserve(taken: &AtomicUsize, most: usize) -> bool {
+    taken.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < most).then_some(n + 1)).is_ok()
 }
 
 /// A pool of `threads` threads; with `joined`, the calling thread is one of
@@ -138,6 +153,14 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn no_more_than_a_few_threads_keep_a_pool_for_good() {
+        let taken = AtomicUsize::new(0);
+        let places: Vec<bool> = (0..6).map(|_| reserve(&taken, 4)).collect();
+        assert_eq!(places, [true, true, true, true, false, false]);
+        assert_eq!(taken.load(Ordering::Acquire), 4);
     }
 
     #[test]
