@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: a0cc24f8a4ab844d552772e1fa9d6be905a749bfe033e110ce32e9e652648ed1
-SRCREV = "9f4c6f543fcaf82c7ec033b620093e1305faba7c"
+# fusiond-inputs: 090218d37d44ec5552a44668ad6d2408112f6034e0e80fc14825866e5040ed7e
+SRCREV = "2c5119be6f388ef2210d685c71ffa16022f5a23b"
 
 S = "${WORKDIR}/git"
 
