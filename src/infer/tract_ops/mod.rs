@@ -253,12 +253,13 @@ fn remove_nodes(graph: &mut tract_onnx::pb::GraphProto, dropped: &[bool]) {
 }
 
 /// The least work, in multiply-adds, worth a share of its own on another
-/// thread. Handing a share over wakes a sleeping thread, which on the
-/// 2-core boxes measured costs about as much as 1–2 million multiply-adds
-/// of the depthwise kernel: SCRFD's depthwise layers of 0.9–2.2 million
-/// took 1.2–2.1× as long on two threads as on one (`fusiond profile`),
-/// those of 4 million and more 0.6× as long. The unit tests share any work,
-/// so that each op's shares are tested on small inputs.
+/// thread. Even with the pool's workers awake (`tract_pool::run`), handing
+/// a share over costs about 20 µs on the 2-core box measured: SCRFD's
+/// 288-channel depthwise nodes at 20×20 (1 million) took 0.085–0.093 ms
+/// shared against 0.064–0.071 whole (`fusiond profile`; with the workers
+/// asleep, nodes of 0.9–2.2 million took 1.2–2.1× as long shared, and one
+/// of 4 million 0.6×). The unit tests share any work, so that each op's
+/// shares are tested on small inputs.
 #[cfg(not(test))]
 const MIN_SHARE_WORK: usize = 2 << 20;
 #[cfg(test)]
