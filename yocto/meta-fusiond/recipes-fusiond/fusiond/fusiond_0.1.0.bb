@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 090218d37d44ec5552a44668ad6d2408112f6034e0e80fc14825866e5040ed7e
-SRCREV = "2c5119be6f388ef2210d685c71ffa16022f5a23b"
+# fusiond-inputs: 19f6b7d7df68109cfaeb6418fa2377856a6124bd38d51967557a0cde0b3ef389
+SRCREV = "bc094a48dea126466a368c8c648e9e06adb5696f"
 
 S = "${WORKDIR}/git"
 
