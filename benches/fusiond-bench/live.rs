@@ -256,7 +256,9 @@ pub fn run(mut args: Args) -> Result<()> {
             "detector_size": detector.input_size, "rows": json_rows});
         std::fs::write(path, doc.to_string()).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    link.shutdown(Duration::from_secs(2));
+    if !link.shutdown(Duration::from_secs(2)) {
+        eprintln!("live: the MQTT session did not end within 2 s");
+    }
 
     if args.seconds > 0 {
         let names =

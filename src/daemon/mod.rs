@@ -139,7 +139,9 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
         outbox.push(Event::Error { stage: Stage::Startup, message: format!("{e:#}") }.message(&topics));
     }
     outbox.push(Message::retained(topics.available(), "stopped"));
-    link.shutdown(Duration::from_secs(3));
+    if !link.shutdown(Duration::from_secs(3)) {
+        log::warn!("mqtt: the session did not end within 3 s; the broker will mark the daemon offline");
+    }
     result
 }
 

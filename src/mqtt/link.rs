@@ -100,19 +100,19 @@ impl Link {
     }
 
     /// Publishes what is queued (a final `stopped`, say), disconnects and
-    /// waits up to `grace` for the threads.
-    pub fn shutdown(mut self, grace: Duration) {
+    /// waits up to `grace` for the threads. False when the DISCONNECT did
+    /// not go out in time: the broker then publishes the will (`offline`)
+    /// once the process exits.
+    #[must_use = "a session that did not end in time leaves the will to the broker"]
+    pub fn shutdown(mut self, grace: Duration) -> bool {
         // The connection thread keeps driving the session until the
         // DISCONNECT that follows the queued messages has gone out.
         self.stop.store(true, Ordering::Relaxed);
         self.outbox.close();
         let deadline = Instant::now() + grace;
-        if let Some(p) = self.publisher.take() {
-            join_until(p, deadline);
-        }
-        if let Some(c) = self.connection.take() {
-            join_until(c, deadline);
-        }
+        let published = self.publisher.take().is_none_or(|p| join_until(p, deadline));
+        let disconnected = self.connection.take().is_none_or(|c| join_until(c, deadline));
+        published && disconnected
     }
 }
 
@@ -209,13 +209,16 @@ fn sleep_unless(stop: &AtomicBool, d: Duration) {
     }
 }
 
-fn join_until(handle: JoinHandle<()>, deadline: Instant) {
+/// Whether the thread ended by `deadline`.
+fn join_until(handle: JoinHandle<()>, deadline: Instant) -> bool {
     while !handle.is_finished() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    if handle.is_finished() {
+    let finished = handle.is_finished();
+    if finished {
         let _ = handle.join();
     }
+    finished
 }
 
 fn publish_loop(client: &Client, outbox: &Outbox, topics: &Topics, subscriptions: &[String]) {
@@ -256,8 +259,14 @@ fn publish_loop(client: &Client, outbox: &Outbox, topics: &Topics, subscriptions
                     outbox.counters.dropped_frames.fetch_add(1, Ordering::Relaxed);
                 }
             }
+            // The DISCONNECT waits for room behind what is queued: dropped
+            // on a full queue, the process would exit without it and the
+            // broker would publish the will (`offline`) after `stopped`. It
+            // cannot hang: the connection thread, which drains the queue,
+            // drops it when it ends, and `Link::shutdown` waits no longer
+            // than its grace.
             Next::Closed => {
-                let _ = client.try_disconnect();
+                let _ = client.disconnect();
                 return;
             }
         }

@@ -57,6 +57,10 @@ fn two_people_are_fused_and_published_and_a_clean_stop_says_stopped() {
     w.wait("available", *T, |m| m.payload == b"stopped");
     let status = d.child.wait().unwrap();
     assert!(status.success(), "exit {status:?}; log:\n{}", d.log());
+    // A clean stop disconnects: the broker publishes no will after it.
+    std::thread::sleep(Duration::from_millis(500));
+    let available: Vec<String> = w.all().iter().filter(|m| m.topic.ends_with("/available")).map(Msg::text).collect();
+    assert_eq!(available.last().map(String::as_str), Some("stopped"), "availability: {available:?}");
 }
 
 #[test]

@@ -17,6 +17,7 @@ mod flood;
 mod harness;
 mod http;
 mod int8;
+mod link;
 mod mtls;
 mod stability;
 mod store;
