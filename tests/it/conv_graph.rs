@@ -11,6 +11,10 @@ pub enum Weights {
     F32,
     /// INT8, one scale and zero point per output channel (axis 0).
     Int8,
+    /// INT8, one scale per output channel and zero points 0, and the input
+    /// on a u8 grid through a quantise-dequantise pair, as onnxruntime's
+    /// QDQ quantiser writes a convolution.
+    Int8Qdq,
 }
 
 /// A value in [-1, 1] that varies with `i` without a pattern the kernels
@@ -73,8 +77,9 @@ fn weights(ci: usize, co: usize, kind: Weights) -> (Vec<pb::NodeProto>, Vec<pb::
         let values: Vec<f32> = (0..co * ci * 9).map(|i| value(i) / spread).collect();
         return (vec![], vec![floats("w", dims, &values)]);
     }
-    // Zero points on both sides of zero, scales that differ per channel.
-    let zero: Vec<i8> = (0..co).map(|o| (o % 3) as i8 - 1).collect();
+    // Zero points on both sides of zero (or 0), scales that differ per
+    // channel.
+    let zero: Vec<i8> = (0..co).map(|o| if kind == Weights::Int8 { (o % 3) as i8 - 1 } else { 0 }).collect();
     let q: Vec<u8> = (0..co * ci * 9).map(|i| (value(i) * 120.0).round() as i8 as u8).collect();
     let scale: Vec<f32> = (0..co).map(|o| (1.0 + (o % 4) as f32 * 0.1) / (120.0 * spread)).collect();
     let initializers = vec![
@@ -94,7 +99,16 @@ pub fn conv_relu(ci: usize, co: usize, (h, w): (usize, usize), kind: Weights) ->
         attribute("strides", vec![1, 1], 0),
     ];
     let (mut nodes, mut initializer) = weights(ci, co, kind);
-    nodes.extend([node("Conv", &["x", "w", "b"], "conv", conv_attrs), node("Relu", &["conv"], "y", vec![])]);
+    let input = if kind == Weights::Int8Qdq {
+        nodes.push(node("QuantizeLinear", &["x", "xs", "xz"], "xq", vec![]));
+        nodes.push(node("DequantizeLinear", &["xq", "xs", "xz"], "xd", vec![]));
+        initializer.push(floats("xs", vec![], &[1.0 / 120.0]));
+        initializer.push(tensor("xz", vec![], DataType::Uint8, vec![131]));
+        "xd"
+    } else {
+        "x"
+    };
+    nodes.extend([node("Conv", &[input, "w", "b"], "conv", conv_attrs), node("Relu", &["conv"], "y", vec![])]);
     initializer.push(floats("b", vec![co as i64], &(0..co).map(|o| value(o + 7) * 0.1).collect::<Vec<_>>()));
     let graph = pb::GraphProto {
         name: "conv".into(),

@@ -209,28 +209,40 @@ fn the_detectors_sibling_heads_are_merged_into_one_convolution_a_level() {
 /// own outputs to 1e-5 of the largest, with f32 weights and with INT8 ones
 /// too big for `dequant_weights` to compute before import (230 channels:
 /// 4.2 MB as f32, past tract's 4 MiB folding budget); over 256 channels
-/// (2304 taps) tract's own product runs. The map (9×13) and the output
-/// channels are not whole tiles.
+/// (2304 taps) tract's own product runs. With symmetric INT8 weights and
+/// the input on a u8 grid, the integer product runs where the CPU has
+/// AVX-512 VNNI (`FusiondGemmInt8Conv+Relu`), from 1152 taps, also when
+/// the weights were folded to f32. The map (9×13) and the output channels
+/// are not whole tiles.
 #[test]
 fn the_blocked_product_gives_tracts_own_outputs_to_1e_5() {
     #[cfg(target_arch = "x86_64")]
-    let kernel = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+    let (kernel, vnni) = (
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"),
+        std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vnni"),
+    );
     #[cfg(not(target_arch = "x86_64"))]
-    let kernel = false;
+    let (kernel, vnni) = (false, false);
     let dir = tempfile::tempdir().unwrap();
+    let (f32_op, int8_op) = ("FusiondGemmConv+Relu", "FusiondGemmInt8Conv+Relu");
+    let qdq_op = if vnni { int8_op } else { f32_op };
     let cases = [
-        (512, 20, Weights::F32, usize::from(kernel)),
-        (256, 20, Weights::F32, 0),
-        (512, 230, Weights::Int8, usize::from(kernel)),
+        (512, 20, Weights::F32, (f32_op, usize::from(kernel))),
+        (256, 20, Weights::F32, (f32_op, 0)),
+        (512, 230, Weights::Int8, (f32_op, usize::from(kernel))),
+        (512, 230, Weights::Int8Qdq, (qdq_op, usize::from(kernel))),
+        // Weights small enough to be folded to f32 before import, and
+        // found again as integers.
+        (128, 40, Weights::Int8Qdq, (int8_op, usize::from(vnni))),
     ];
-    for (ci, co, weights, want) in cases {
+    for (ci, co, weights, (op, want)) in cases {
         let file = dir.path().join(format!("conv{ci}-{weights:?}.onnx"));
         std::fs::write(&file, conv_graph::conv_relu(ci, co, (9, 13), weights)).unwrap();
         let values: Vec<f32> = (0..ci * 9 * 13).map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0).collect();
         let input = Tensor::new(&[1, ci, 9, 13], values).unwrap();
         let [(fused, fused_ops), (stock, stock_ops)] = both(&file, &input);
         let case = format!("{ci} → {co} channels, {weights:?}");
-        assert_eq!(count(&fused_ops, "FusiondGemmConv+Relu"), want, "{case}: {fused_ops:?}");
+        assert_eq!(count(&fused_ops, op), want, "{case}: {fused_ops:?}");
         assert!(stock_ops.iter().all(|o| !o.starts_with("Fusiond")));
         let scale = stock.iter().fold(0f32, |m, v| m.max(v.abs()));
         let zeros = stock.iter().filter(|v| **v == 0.0).count();

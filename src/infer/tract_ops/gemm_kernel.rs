@@ -15,6 +15,7 @@
 //! from zero, by FMA, and the bias is added last, as in tract's own
 //! product.
 
+use super::gemm_int8::{self, DotWeights};
 pub use super::gemm_tile::NR;
 use super::gemm_tile::{run_kernel, run_pair, wide_kernel_available, Operands, Step, MR};
 use std::ops::Range;
@@ -45,9 +46,11 @@ pub struct GemmWeights {
 /// dequantised one block at a time as they are used, `(q − zero) × scale`
 /// in f32 as tract dequantises them, so the sums are those of tract's
 /// product over its dequantised weights; they take a quarter of the memory.
+/// `Dot` ones go to the integer product ([`gemm_int8`]) instead.
 pub enum Panels {
     F32(Vec<f32>),
     Int8 { values: Vec<i8>, scale: Vec<f32>, zero: Vec<f32> },
+    Dot(DotWeights),
 }
 
 /// What packs the weights (reading the model's tensor, which it then
@@ -134,6 +137,8 @@ impl Panels {
         let at = (first + ps.start) * KC * MR..(first + ps.end) * KC * MR;
         match self {
             Panels::F32(data) => &data[at],
+            // [`gemm`] hands these to the integer product before tiling.
+            Panels::Dot(_) => unreachable!("integer weights in the f32 product"),
             Panels::Int8 { values, scale, zero } => {
                 let out = &mut scratch[..at.len()];
                 let panels = out.chunks_exact_mut(KC * MR).zip(values[at].chunks_exact(KC * MR));
@@ -172,7 +177,10 @@ pub fn gemm<F>(w: &GemmWeights, n: usize, pack: F, out: &mut [&mut [f32]], relu:
 where
     F: Fn(Range<usize>, usize, &mut [f32]),
 {
-    tiled(w, n, pack, out, relu, wide_kernel_available());
+    match w.packed() {
+        Panels::Dot(dot) => gemm_int8::gemm(dot, n, pack, out, relu),
+        _ => tiled(w, n, pack, out, relu, wide_kernel_available()),
+    }
 }
 
 /// [`gemm`], two pixel panels a tile where both are whole when `wide`.

@@ -45,6 +45,43 @@ pub fn behind(model: &TypedModel, w: OutletId) -> Option<Int8Weights> {
     Some(Int8Weights { values, scale, zero })
 }
 
+/// The INT8 weights that f32 weights `w` (OIHW) were dequantised from by a
+/// symmetric per-channel dequantiser (folded to constants before the
+/// integer product could see them: by `dequant_weights`, or by tract's own
+/// folding): each value `q × scale` in f32 of an integer `q` in −127..=127
+/// and one scale per output channel. The scale is the channel's largest
+/// magnitude over its largest integer, or an f32 step beside it, and it is
+/// kept only if it gives back every value of the channel exactly; `None`
+/// where none does.
+pub fn recovered(w: &Tensor) -> Option<Int8Weights> {
+    let values = w.try_as_plain_ram().ok()?;
+    let values = values.as_slice::<f32>().ok()?;
+    let (&co, rest) = w.shape().split_first()?;
+    let per = rest.iter().product::<usize>();
+    if w.rank() != 4 || co == 0 || per == 0 {
+        return None;
+    }
+    let mut q = Vec::with_capacity(values.len());
+    let mut scale = Vec::with_capacity(co);
+    for row in values.chunks_exact(per) {
+        let largest = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let exact = |s: f32| row.iter().all(|&v| (v / s).round().abs() <= 127.0 && (v / s).round() * s == v);
+        // The largest is `m × scale` for the channel's largest integer `m`:
+        // 127 from a symmetric quantiser, less from others. A candidate
+        // that is not the scale fails at the first value it misses.
+        let candidates =
+            (1..=127u8).rev().map(|m| largest / f32::from(m)).flat_map(|s| [s, s.next_up(), s.next_down()]);
+        let s = match largest {
+            0.0 => 1.0,
+            _ => candidates.into_iter().find(|&s| s.is_normal() && exact(s))?,
+        };
+        q.extend(row.iter().map(|&v| (v / s).round() as i8));
+        scale.push(s);
+    }
+    let values = Arc::new(Tensor::from_shape(w.shape(), &q).ok()?);
+    Some(Int8Weights { values, scale, zero: vec![0.0; co] })
+}
+
 /// The two inputs of `node` where it is the binary op `B`, in order.
 fn binary<B: BinMiniOp>(node: &TypedNode) -> Option<[OutletId; 2]> {
     let op = node.op_as::<TypedBinOp>()?;
@@ -63,4 +100,37 @@ fn per_channel(model: &TypedModel, outlet: OutletId, co: usize) -> Option<Vec<f3
     let values = konst.cast_to::<f32>().ok()?;
     let values = values.try_as_plain_ram().ok()?.as_slice::<f32>().ok()?.to_vec();
     Some(if values.len() == co { values } else { vec![values[0]; co] })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folded_symmetric_weights_give_back_their_integers_and_others_none() {
+        let (co, per) = (5, 2 * 3 * 3);
+        let scale: Vec<f32> = (0..co).map(|o| 0.0013 + o as f32 * 7.1e-4).collect();
+        // Channels that reach ±127, as a symmetric quantiser's do, one
+        // that reaches 90 only, and one all zeros.
+        let q: Vec<i8> = (0..co * per)
+            .map(|i| match i / per {
+                o if o == co - 1 => 0,
+                1 if i % per == 0 => -90,
+                1 => (((i * 41) % 181) as i16 - 90) as i8,
+                _ if i % per == 0 => 127,
+                _ => (((i * 41) % 255) as i16 - 127) as i8,
+            })
+            .collect();
+        let f: Vec<f32> = q.iter().enumerate().map(|(i, &v)| v as f32 * scale[i / per]).collect();
+        let folded = Tensor::from_shape(&[co, 2, 3, 3], &f).unwrap();
+        let found = recovered(&folded).expect("integers found again");
+        let values = found.values.try_as_plain_ram().unwrap();
+        let values = values.as_slice::<i8>().unwrap();
+        for (i, (&v, &w)) in values.iter().zip(&f).enumerate() {
+            assert_eq!(v as f32 * found.scale[i / per], w, "value {i} is not given back");
+        }
+        assert!(found.zero.iter().all(|z| *z == 0.0));
+        let plain: Vec<f32> = (0..co * per).map(|i| (i as f32 * 0.37).sin()).collect();
+        assert!(recovered(&Tensor::from_shape(&[co, 2, 3, 3], &plain).unwrap()).is_none());
+    }
 }

@@ -32,6 +32,7 @@ mod dequant_weights;
 mod fake_quant;
 mod gather;
 mod gemm_conv;
+mod gemm_int8;
 mod gemm_kernel;
 mod gemm_tile;
 mod geometry;

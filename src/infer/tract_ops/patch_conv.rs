@@ -16,6 +16,7 @@
 use super::fake_quant::{fake_quant_in_place, Grid};
 use super::gather::gather;
 use super::gemm_conv;
+use super::gemm_int8::{self, DotWeights};
 use super::gemm_kernel::{self, GemmWeights, Panels};
 use super::geometry::Geometry;
 use super::int8_weights::Int8Weights;
@@ -48,6 +49,8 @@ pub struct PatchConv {
     relu: bool,
     /// The grid of the quantise-dequantise pair after it, in an INT8 graph.
     out_grid: Option<Grid>,
+    /// The grid of the input, where the integer product runs it.
+    in_grid: Option<Grid>,
 }
 
 impl Eq for PatchConv {}
@@ -89,29 +92,44 @@ impl PatchConv {
             };
             Kernel::Gemm(GemmWeights::deferred(Box::new(packer), &bias, co, taps))
         };
-        Some(PatchConv { geometry, kernel, relu: false, out_grid: None })
+        Some(PatchConv { geometry, kernel, relu: false, out_grid: None, in_grid: None })
     }
 
     /// The op for this ONNX convolution (already found plain) of INT8
     /// weights that tract would dequantise as it runs ([`Int8Weights`]),
     /// where [`Geometry::of`] finds one with at least
     /// [`gemm_conv::MIN_TAPS`] taps: the blocked product, which keeps them
-    /// INT8; `None` otherwise.
-    pub fn for_int8(conv: &Conv, x: &TypedFact, w: Int8Weights, bias: Option<&TypedFact>) -> Option<PatchConv> {
+    /// INT8; `None` otherwise. With the input's grid (`in_grid`, where a
+    /// quantise-dequantise pair feeds it), symmetric weights and a CPU that
+    /// has it, the integer product ([`gemm_int8`]); else the f32 one.
+    pub fn for_int8(
+        conv: &Conv,
+        (x, in_grid): (&TypedFact, Option<Grid>),
+        w: Int8Weights,
+        bias: Option<&TypedFact>,
+    ) -> Option<PatchConv> {
         let geometry = Geometry::of(conv, x, w.values.shape())?;
         let (co, taps) = (w.values.shape()[0], geometry.taps());
-        if taps < gemm_conv::MIN_TAPS || w.values.try_as_plain_ram().ok()?.as_slice::<i8>().is_err() {
+        let symmetric = w.zero.iter().all(|z| *z == 0.0);
+        let integer = symmetric && co >= gemm_int8::MIN_CO && gemm_int8::available() && gemm_int8::fits(taps);
+        let in_grid = in_grid.filter(|_| integer);
+        let min_taps = if in_grid.is_some() { gemm_int8::MIN_TAPS } else { gemm_conv::MIN_TAPS };
+        if taps < min_taps || w.values.try_as_plain_ram().ok()?.as_slice::<i8>().is_err() {
             return None;
         }
         let bias = super::const_bias(bias, co)?;
+        let dot_bias = bias.clone();
         let packer = move || {
             let values = w.values.try_as_plain_ram().ok();
             let values = values.as_ref().and_then(|v| v.as_slice::<i8>().ok()).unwrap_or(&[]);
-            let (scale, zero) = (gemm_kernel::padded(&w.scale, co), gemm_kernel::padded(&w.zero, co));
-            Panels::Int8 { values: gemm_kernel::pack(values, co, taps), scale, zero }
+            let dot = in_grid.and_then(|g| DotWeights::pack(values, (co, taps), (&w.scale, &dot_bias), g));
+            dot.map(Panels::Dot).unwrap_or_else(|| {
+                let (scale, zero) = (gemm_kernel::padded(&w.scale, co), gemm_kernel::padded(&w.zero, co));
+                Panels::Int8 { values: gemm_kernel::pack(values, co, taps), scale, zero }
+            })
         };
         let kernel = Kernel::Gemm(GemmWeights::deferred(Box::new(packer), &bias, co, taps));
-        Some(PatchConv { geometry, kernel, relu: false, out_grid: None })
+        Some(PatchConv { geometry, kernel, relu: false, out_grid: None, in_grid })
     }
 
     /// Output channels.
@@ -189,7 +207,11 @@ impl Op for PatchConv {
     fn name(&self) -> StaticName {
         let relu = if self.relu { "+Relu" } else { "" };
         let grid = if self.out_grid.is_some() { "+FakeQuant" } else { "" };
-        let kind = if matches!(self.kernel, Kernel::Gemm(_)) { "Gemm" } else { "Patch" };
+        let kind = match (&self.kernel, self.in_grid) {
+            (Kernel::Gemm(_), Some(_)) => "GemmInt8",
+            (Kernel::Gemm(_), None) => "Gemm",
+            (Kernel::Patches(_), _) => "Patch",
+        };
         format!("Fusiond{kind}Conv{relu}{grid}").into()
     }
 
@@ -288,7 +310,13 @@ mod tests {
             let g = Geometry { ci, input: (h, wd), output, kernel: (kh, kw), stride: (sy, sx), before: (bt, bl) };
             let (w, b, x) = (values(co * ci * kh * kw, 1), values(co, 2), values(ci * h * wd, 3));
             for relu in [false, true] {
-                let op = PatchConv { geometry: g, kernel: kernel(&w, &b, co, ci * kh * kw), relu, out_grid: None };
+                let op = PatchConv {
+                    geometry: g,
+                    kernel: kernel(&w, &b, co, ci * kh * kw),
+                    relu,
+                    out_grid: None,
+                    in_grid: None,
+                };
                 let want = reference_conv(&x, &w, &b, g, co, relu);
                 for threads in [1, 3] {
                     let mut y = vec![f32::NAN; co * output.0 * output.1];

@@ -14,7 +14,7 @@
 use super::depthwise::{may_be_depthwise, Depthwise};
 use super::patch_conv::PatchConv;
 use super::pointwise_kernel::{kernel_available, pointwise, Packed, Run, MAX_CI, MAX_CO_ANY_CI};
-use super::{int8_weights, is_relu};
+use super::{gemm_int8, int8_weights, is_relu};
 use super::{share_rows, StockParser};
 use tract_onnx::model::ParsingContext;
 use tract_onnx::pb::NodeProto;
@@ -114,9 +114,22 @@ impl Expansion for PointwiseExpansion {
         if let Some(op) = pointwise {
             return model.wire_node(name, op, &inputs[..1]);
         }
-        let patches = match w.konst {
-            Some(_) => PatchConv::for_facts(&self.0, x, w, bias),
-            None => int8_weights::behind(model, inputs[1]).and_then(|q| PatchConv::for_int8(&self.0, x, q, bias)),
+        // An input on an 8-bit grid and INT8 weights (kept as integers, or
+        // found again in the f32 ones folded from them) take the integer
+        // product where the CPU has it.
+        let in_grid = super::fake_quant_grid(model.node(inputs[0].node));
+        let taps = |k: &Tensor| k.shape().get(1..).map_or(0, |d| d.iter().product::<usize>());
+        let int8 = match &w.konst {
+            Some(k) if in_grid.is_some() && gemm_int8::available() && taps(k) >= gemm_int8::MIN_TAPS => {
+                int8_weights::recovered(k)
+            }
+            Some(_) => None,
+            None => int8_weights::behind(model, inputs[1]),
+        };
+        let patches = match int8.and_then(|q| PatchConv::for_int8(&self.0, (x, in_grid), q, bias)) {
+            Some(op) => Some(op),
+            None if w.konst.is_some() => PatchConv::for_facts(&self.0, x, w, bias),
+            None => None,
         };
         match patches {
             Some(op) => model.wire_node(name, op, &inputs[..1]),
