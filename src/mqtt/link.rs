@@ -149,7 +149,11 @@ impl Driver {
                         on_command(feature, p.payload);
                     }
                 }
-                Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect)) if self.stopping() => break,
+                // After the DISCONNECT the session reads on until the
+                // broker closes it: closed with acknowledgements still
+                // unread, the socket would be reset, the broker would drop
+                // what it had not read yet (a final `stopped` among it) and
+                // publish the will.
                 Ok(_) => {}
                 Err(e) => {
                     self.out.counters.connected.store(false, Ordering::Relaxed);
