@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 19f6b7d7df68109cfaeb6418fa2377856a6124bd38d51967557a0cde0b3ef389
-SRCREV = "bc094a48dea126466a368c8c648e9e06adb5696f"
+# fusiond-inputs: 584b5e896a244632e66f5368f82e9f0a605154b9dbb01e46d446f3456def3fff
+SRCREV = "5f5b757065fa2b2272f31483bb94ed1e043070e2"
 
 S = "${WORKDIR}/git"
 
