@@ -33,6 +33,7 @@ mod fake_quant;
 mod gather;
 mod gemm_conv;
 mod gemm_int8;
+mod gemm_int8_tile;
 mod gemm_kernel;
 mod gemm_tile;
 mod geometry;
