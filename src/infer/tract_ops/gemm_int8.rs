@@ -14,8 +14,7 @@
 //! f32 product rounds at every tap.
 
 use super::fake_quant::Grid;
-pub use super::gemm_int8_tile::available;
-use super::gemm_int8_tile::{vnni_tile, Tile, MR, NR};
+use super::gemm_int8_tile::{widest, Tile, Vnni, MR, NR};
 pub use super::gemm_tile::NR as PACK_NR;
 use std::ops::Range;
 
@@ -25,13 +24,26 @@ const KC: usize = 256;
 const CHUNK: usize = 8;
 
 /// The fewest taps an INT8 convolution runs through the integer product
-/// with (fewer take the f32 ones). `fusiond profile`, one thread, AVX-512
-/// VNNI, against tract's f32 product: the inswapper-size swapper's
-/// 1152-tap convolution took 31 against 85 ms, its 2304-tap ones 34 and 22
-/// against 88 and 138; SCRFD's 288-tap 1×1s 0.24 against 0.49 ms, its
-/// merged 576-tap heads 2.3 against 3.4; ArcFace's 256-tap 1×1s 0.075
-/// against 0.10.
-pub const MIN_TAPS: usize = 256;
+/// with on this CPU (fewer take the f32 ones); `None` without VNNI.
+///
+/// With AVX-512 VNNI, 256. `fusiond profile`, one thread, against tract's
+/// f32 product: the inswapper-size swapper's 1152-tap convolution took 31
+/// against 85 ms, its 2304-tap ones 34 and 22 against 88 and 138; SCRFD's
+/// 288-tap 1×1s 0.24 against 0.49 ms, its merged 576-tap heads 2.3 against
+/// 3.4; ArcFace's 256-tap 1×1s 0.075 against 0.10.
+///
+/// With AVX-VNNI alone, [`super::gemm_conv::MIN_TAPS`]: the convolutions
+/// that take fusiond's blocked f32 product anyway. Timed on the Intel Xeon
+/// with its 512-bit tile set aside (against its f32 product on AVX-512),
+/// the swapper's style blocks took 160 against about 290 ms, but its
+/// 2304-tap decoder convolution 92 against 88 and SCRFD's merged heads 6.8
+/// against 3.4.
+pub fn min_taps() -> Option<usize> {
+    widest().map(|(vnni, _)| match vnni {
+        Vnni::Bits512 => 256,
+        Vnni::Bits256 => super::gemm_conv::MIN_TAPS,
+    })
+}
 
 /// The fewest output channels it runs with: packing the input costs the
 /// same for any number of them, and for a few (the swapper's last
@@ -99,8 +111,8 @@ pub fn gemm<F>(w: &DotWeights, n: usize, pack: F, out: &mut [&mut [f32]], relu: 
 where
     F: Fn(Range<usize>, usize, &mut [f32]),
 {
-    assert!(available(), "gemm_int8: this CPU has no AVX-512 VNNI");
-    tiled(w, n, pack, out, relu, vnni_tile);
+    let (_, tile) = widest().expect("gemm_int8 runs on CPUs with VNNI only");
+    tiled(w, n, pack, out, relu, tile);
 }
 
 fn tiled<F>(w: &DotWeights, n: usize, pack: F, out: &mut [&mut [f32]], relu: bool, tile: Tile)
@@ -155,11 +167,24 @@ fn zero_shift(grid: Grid) -> i32 {
 /// point (their weights are zero).
 fn to_integers(floats: &[f32], grid: Grid, at: (usize, usize), panel: &mut [u8]) {
     #[cfg(target_arch = "x86_64")]
-    if available() {
-        // SAFETY: the CPU has AVX-512 (checked just above); the sizes are
-        // asserted inside.
-        return unsafe { to_integers_avx512(floats, grid, at, panel) };
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512 (checked just above); the sizes
+            // are asserted inside.
+            return unsafe { to_integers_avx512(floats, grid, at, panel) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            return unsafe { to_integers_avx2(floats, grid, at, panel) };
+        }
     }
+    to_integers_loop(floats, grid, at, panel)
+}
+
+/// [`to_integers_loop`] compiled for AVX2 (the CPUs with AVX-VNNI only).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn to_integers_avx2(floats: &[f32], grid: Grid, at: (usize, usize), panel: &mut [u8]) {
     to_integers_loop(floats, grid, at, panel)
 }
 
@@ -192,6 +217,7 @@ unsafe fn to_integers_avx512(floats: &[f32], grid: Grid, (first, quads): (usize,
 
 /// [`to_integers`] in plain loops: the four taps of a quad of each pixel
 /// go into one 32-bit word.
+#[inline(always)]
 fn to_integers_loop(floats: &[f32], grid: Grid, (first, quads): (usize, usize), panel: &mut [u8]) {
     const MAGIC: f32 = 12_582_912.0;
     let (inv, low, high, shift) =
@@ -238,7 +264,7 @@ fn finish(
 
 #[cfg(test)]
 mod tests {
-    use super::super::gemm_int8_tile::plain_tile;
+    use super::super::gemm_int8_tile::{kernels, plain_tile};
     use super::*;
 
     /// A u8 grid with zero point 7: integers -7..=248 times 1/16 (exact in
@@ -295,8 +321,8 @@ mod tests {
     }
 
     #[test]
-    fn the_vnni_kernel_gives_the_plain_kernels_outputs_to_the_bit_or_is_not_used() {
-        if !available() {
+    fn each_vnni_tile_gives_the_plain_tiles_outputs_to_the_bit_or_none_is_used() {
+        if widest().is_none() {
             // Without VNNI the convolution keeps the f32 product: `gemm`
             // refuses to run rather than fall back to plain loops.
             let (w, scale, bias, _) = case(8, 16, 32);
@@ -313,8 +339,11 @@ mod tests {
             let (w, scale, bias, x) = case(co, k, n);
             let packed = DotWeights::pack(&w, (co, k), (&scale, &bias), GRID).unwrap();
             let plain = product(&packed, &x, n, true, plain_tile);
-            let vnni = product(&packed, &x, n, true, vnni_tile);
-            assert!(plain.iter().zip(&vnni).all(|(a, b)| a.to_bits() == b.to_bits()), "co {co} k {k} n {n}");
+            for (vnni, tile) in kernels() {
+                let got = product(&packed, &x, n, true, tile);
+                let same = plain.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{vnni:?}: co {co} k {k} n {n}");
+            }
         }
     }
 

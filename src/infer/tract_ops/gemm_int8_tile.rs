@@ -1,24 +1,42 @@
 //! The tiles of [`super::gemm_int8`]'s integer product: `quads` steps of
 //! four taps, [`MR`] output channels by [`NR`] pixels, their 32-bit sums
-//! kept between calls. The AVX-512 VNNI tile is the one that runs; the
-//! plain one is the reference it is held to, to the bit.
+//! kept between calls. A VNNI tile (512- or 256-bit) is the one that
+//! runs; the plain one is the reference both are held to, to the bit.
 
 /// Output channels per tile: one broadcast of four weights each.
 pub(super) const MR: usize = 8;
 /// Pixels per tile: two vectors of 16 lanes, four taps a lane.
 pub(super) const NR: usize = 32;
 
-/// Whether this CPU runs the integer product (AVX-512 VNNI); elsewhere
-/// INT8 convolutions take the f32 product.
-pub fn available() -> bool {
+/// The VNNI this CPU has for the integer product: on 512-bit vectors
+/// (AVX-512 VNNI: Xeons since Cascade Lake, Zen 4) or on 256-bit ones only
+/// (AVX-VNNI: Alder Lake and later, the N100 of many mini-PCs). Without
+/// either, INT8 convolutions take the f32 product.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vnni {
+    Bits512,
+    Bits256,
+}
+
+/// The widest VNNI of this CPU, with its tile.
+pub(super) fn widest() -> Option<(Vnni, Tile)> {
+    kernels().into_iter().next()
+}
+
+/// Every vector tile this CPU runs, the widest first.
+pub(super) fn kernels() -> Vec<(Vnni, Tile)> {
+    let mut tiles: Vec<(Vnni, Tile)> = vec![];
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vnni")
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx512f") && has!("avx512vnni") {
+            tiles.push((Vnni::Bits512, vnni512_tile));
+        }
+        if has!("avx2") && has!("avxvnni") {
+            tiles.push((Vnni::Bits256, vnni256_tile));
+        }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    tiles
 }
 
 /// A tile kernel: `quads` steps of four taps of weights `a` and pixels `b`
@@ -42,22 +60,65 @@ pub(super) fn plain_tile(quads: usize, a: &[i8], b: &[u8], acc: &mut [i32; MR * 
     }
 }
 
-/// [`Tile`] on AVX-512 VNNI.
-pub(super) fn vnni_tile(quads: usize, a: &[i8], b: &[u8], acc: &mut [i32; MR * NR], first: bool) {
+/// [`Tile`] on AVX-512 VNNI: the tile's 16 sums in registers.
+#[cfg(target_arch = "x86_64")]
+fn vnni512_tile(quads: usize, a: &[i8], b: &[u8], acc: &mut [i32; MR * NR], first: bool) {
     assert!(a.len() >= quads * 4 * MR && b.len() >= quads * 4 * NR);
-    #[cfg(target_arch = "x86_64")]
-    if available() {
-        // SAFETY: the CPU has AVX-512 VNNI (checked above), `a` and `b`
-        // hold `quads` quads (asserted above) and `acc` a whole tile.
-        return unsafe { vnni_tile_x86(quads, a.as_ptr(), b.as_ptr(), acc, first) };
+    assert!(std::arch::is_x86_feature_detected!("avx512vnni"), "no AVX-512 VNNI on this CPU");
+    // SAFETY: the CPU has AVX-512 VNNI and `a` and `b` hold `quads` quads
+    // (both asserted above); `acc` is a whole tile.
+    unsafe { vnni512_tile_x86(quads, a.as_ptr(), b.as_ptr(), acc, first) }
+}
+
+/// [`Tile`] on AVX-VNNI (16 registers of 8 lanes): two channels at a time,
+/// 8 sums in registers, the tile's pixels read again for each pair.
+#[cfg(target_arch = "x86_64")]
+fn vnni256_tile(quads: usize, a: &[i8], b: &[u8], acc: &mut [i32; MR * NR], first: bool) {
+    assert!(a.len() >= quads * 4 * MR && b.len() >= quads * 4 * NR);
+    assert!(std::arch::is_x86_feature_detected!("avxvnni"), "no AVX-VNNI on this CPU");
+    // SAFETY: the CPU has AVX-VNNI (and so AVX2) and `a` and `b` hold
+    // `quads` quads (both asserted above); `acc` is a whole tile.
+    unsafe { vnni256_tile_x86(quads, a.as_ptr(), b.as_ptr(), acc, first) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,avxvnni")]
+unsafe fn vnni256_tile_x86(quads: usize, a: *const i8, b: *const u8, acc: &mut [i32; MR * NR], first: bool) {
+    use std::arch::x86_64::*;
+    const V: usize = NR / 8;
+    let sums = acc.as_mut_ptr();
+    for r0 in (0..MR).step_by(2) {
+        let mut c = [[_mm256_setzero_si256(); V]; 2];
+        if !first {
+            for (i, row) in c.iter_mut().enumerate() {
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = _mm256_loadu_si256(sums.add((r0 + i) * NR + j * 8).cast());
+                }
+            }
+        }
+        for q in 0..quads {
+            // 8 pixels × 4 taps per vector; four taps of a channel
+            // broadcast to every lane.
+            let pixels: [__m256i; V] = std::array::from_fn(|j| _mm256_loadu_si256(b.add((q * NR + j * 8) * 4).cast()));
+            let weights = a.add(q * MR * 4).cast::<i32>();
+            for (i, row) in c.iter_mut().enumerate() {
+                let w = _mm256_set1_epi32(weights.add(r0 + i).read_unaligned());
+                for (v, p) in row.iter_mut().zip(pixels) {
+                    *v = _mm256_dpbusd_avx_epi32(*v, p, w);
+                }
+            }
+        }
+        for (i, row) in c.iter().enumerate() {
+            for (j, v) in row.iter().enumerate() {
+                _mm256_storeu_si256(sums.add((r0 + i) * NR + j * 8).cast(), *v);
+            }
+        }
     }
-    let _ = (acc, first);
-    unreachable!("gemm_int8 runs on CPUs with AVX-512 VNNI only");
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vnni")]
-unsafe fn vnni_tile_x86(quads: usize, a: *const i8, b: *const u8, acc: &mut [i32; MR * NR], first: bool) {
+unsafe fn vnni512_tile_x86(quads: usize, a: *const i8, b: *const u8, acc: &mut [i32; MR * NR], first: bool) {
     use std::arch::x86_64::*;
     let sums = acc.as_mut_ptr();
     let mut c = [[_mm512_setzero_si512(); 2]; MR];

@@ -111,10 +111,11 @@ impl PatchConv {
         let geometry = Geometry::of(conv, x, w.values.shape())?;
         let (co, taps) = (w.values.shape()[0], geometry.taps());
         let symmetric = w.zero.iter().all(|z| *z == 0.0);
-        let integer = symmetric && co >= gemm_int8::MIN_CO && gemm_int8::available() && gemm_int8::fits(taps);
+        let enough = gemm_int8::min_taps().is_some_and(|m| taps >= m);
+        let integer = symmetric && co >= gemm_int8::MIN_CO && enough && gemm_int8::fits(taps);
         let in_grid = in_grid.filter(|_| integer);
-        let min_taps = if in_grid.is_some() { gemm_int8::MIN_TAPS } else { gemm_conv::MIN_TAPS };
-        if taps < min_taps || w.values.try_as_plain_ram().ok()?.as_slice::<i8>().is_err() {
+        let blocked = in_grid.is_some() || taps >= gemm_conv::MIN_TAPS;
+        if !blocked || w.values.try_as_plain_ram().ok()?.as_slice::<i8>().is_err() {
             return None;
         }
         let bias = super::const_bias(bias, co)?;

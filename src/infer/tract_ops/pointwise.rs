@@ -120,7 +120,7 @@ impl Expansion for PointwiseExpansion {
         let in_grid = super::fake_quant_grid(model.node(inputs[0].node));
         let taps = |k: &Tensor| k.shape().get(1..).map_or(0, |d| d.iter().product::<usize>());
         let int8 = match &w.konst {
-            Some(k) if in_grid.is_some() && gemm_int8::available() && taps(k) >= gemm_int8::MIN_TAPS => {
+            Some(k) if in_grid.is_some() && gemm_int8::min_taps().is_some_and(|m| taps(k) >= m) => {
                 int8_weights::recovered(k)
             }
             Some(_) => None,
