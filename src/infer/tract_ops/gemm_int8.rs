@@ -14,7 +14,8 @@
 //! f32 product rounds at every tap.
 
 use super::fake_quant::Grid;
-use super::gemm_int8_tile::{widest, Tile, Vnni, MR, NR};
+pub use super::gemm_int8_tile::Vnni;
+use super::gemm_int8_tile::{widest, Tile, MR, NR};
 pub use super::gemm_tile::NR as PACK_NR;
 use std::ops::Range;
 
@@ -23,26 +24,9 @@ const KC: usize = 256;
 /// Pixel panels packed at once, one tap block of them (64 KiB).
 const CHUNK: usize = 8;
 
-/// The fewest taps an INT8 convolution runs through the integer product
-/// with on this CPU (fewer take the f32 ones); `None` without VNNI.
-///
-/// With AVX-512 VNNI, 256. `fusiond profile`, one thread, against tract's
-/// f32 product: the inswapper-size swapper's 1152-tap convolution took 31
-/// against 85 ms, its 2304-tap ones 34 and 22 against 88 and 138; SCRFD's
-/// 288-tap 1×1s 0.24 against 0.49 ms, its merged 576-tap heads 2.3 against
-/// 3.4; ArcFace's 256-tap 1×1s 0.075 against 0.10.
-///
-/// With AVX-VNNI alone, [`super::gemm_conv::MIN_TAPS`]: the convolutions
-/// that take fusiond's blocked f32 product anyway. Timed on the Intel Xeon
-/// with its 512-bit tile set aside (against its f32 product on AVX-512),
-/// the swapper's style blocks took 160 against about 290 ms, but its
-/// 2304-tap decoder convolution 92 against 88 and SCRFD's merged heads 6.8
-/// against 3.4.
-pub fn min_taps() -> Option<usize> {
-    widest().map(|(vnni, _)| match vnni {
-        Vnni::Bits512 => 256,
-        Vnni::Bits256 => super::gemm_conv::MIN_TAPS,
-    })
+/// The VNNI this CPU runs the integer product on, if any.
+pub fn vnni() -> Option<Vnni> {
+    widest().map(|(vnni, _)| vnni)
 }
 
 /// The fewest output channels it runs with: packing the input costs the

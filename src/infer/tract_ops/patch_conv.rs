@@ -16,7 +16,7 @@
 use super::fake_quant::{fake_quant_in_place, Grid};
 use super::gather::gather;
 use super::gemm_conv;
-use super::gemm_int8::{self, DotWeights};
+use super::gemm_int8::{self, DotWeights, Vnni};
 use super::gemm_kernel::{self, GemmWeights, Panels};
 use super::geometry::Geometry;
 use super::int8_weights::Int8Weights;
@@ -54,6 +54,29 @@ pub struct PatchConv {
 }
 
 impl Eq for PatchConv {}
+
+/// The fewest taps an INT8 convolution runs through the integer product
+/// ([`gemm_int8`]) with on this CPU (fewer take the f32 ones); `None`
+/// without VNNI.
+///
+/// With AVX-512 VNNI, 256. `fusiond profile`, one thread, against tract's
+/// f32 product: the inswapper-size swapper's 1152-tap convolution took 31
+/// against 85 ms, its 2304-tap ones 34 and 22 against 88 and 138; SCRFD's
+/// 288-tap 1×1s 0.24 against 0.49 ms, its merged 576-tap heads 2.3 against
+/// 3.4; ArcFace's 256-tap 1×1s 0.075 against 0.10.
+///
+/// With AVX-VNNI alone, [`gemm_conv::MIN_TAPS`]: the convolutions
+/// that take fusiond's blocked f32 product anyway. Timed on the Intel Xeon
+/// with its 512-bit tile set aside (against its f32 product on AVX-512),
+/// the swapper's style blocks took 160 against about 290 ms, but its
+/// 2304-tap decoder convolution 92 against 88 and SCRFD's merged heads 6.8
+/// against 3.4.
+pub fn integer_min_taps() -> Option<usize> {
+    gemm_int8::vnni().map(|vnni| match vnni {
+        Vnni::Bits512 => 256,
+        Vnni::Bits256 => gemm_conv::MIN_TAPS,
+    })
+}
 
 /// The most taps a patch fusiond runs this way. SCRFD's 3×3 convolutions of
 /// 16 channels (144 taps) took 0.62–0.74× tract's time at 80×80 and 40×40
@@ -111,7 +134,7 @@ impl PatchConv {
         let geometry = Geometry::of(conv, x, w.values.shape())?;
         let (co, taps) = (w.values.shape()[0], geometry.taps());
         let symmetric = w.zero.iter().all(|z| *z == 0.0);
-        let enough = gemm_int8::min_taps().is_some_and(|m| taps >= m);
+        let enough = integer_min_taps().is_some_and(|m| taps >= m);
         let integer = symmetric && co >= gemm_int8::MIN_CO && enough && gemm_int8::fits(taps);
         let in_grid = in_grid.filter(|_| integer);
         let blocked = in_grid.is_some() || taps >= gemm_conv::MIN_TAPS;

@@ -12,9 +12,9 @@
 //! runs, since a kernel without those units would not beat tract's assembly.
 
 use super::depthwise::{may_be_depthwise, Depthwise};
-use super::patch_conv::PatchConv;
+use super::patch_conv::{integer_min_taps, PatchConv};
 use super::pointwise_kernel::{kernel_available, pointwise, Packed, Run, MAX_CI, MAX_CO_ANY_CI};
-use super::{gemm_int8, int8_weights, is_relu};
+use super::{int8_weights, is_relu};
 use super::{share_rows, StockParser};
 use tract_onnx::model::ParsingContext;
 use tract_onnx::pb::NodeProto;
@@ -120,7 +120,7 @@ impl Expansion for PointwiseExpansion {
         let in_grid = super::fake_quant_grid(model.node(inputs[0].node));
         let taps = |k: &Tensor| k.shape().get(1..).map_or(0, |d| d.iter().product::<usize>());
         let int8 = match &w.konst {
-            Some(k) if in_grid.is_some() && gemm_int8::min_taps().is_some_and(|m| taps(k) >= m) => {
+            Some(k) if in_grid.is_some() && integer_min_taps().is_some_and(|m| taps(k) >= m) => {
                 int8_weights::recovered(k)
             }
             Some(_) => None,
