@@ -13,6 +13,8 @@ pub(super) const NR: usize = 32;
 /// (AVX-VNNI: Alder Lake and later, the N100 of many mini-PCs). Without
 /// either, INT8 convolutions take the f32 product.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Only x86_64 has either.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub enum Vnni {
     Bits512,
     Bits256,
@@ -25,18 +27,22 @@ pub(super) fn widest() -> Option<(Vnni, Tile)> {
 
 /// Every vector tile this CPU runs, the widest first.
 pub(super) fn kernels() -> Vec<(Vnni, Tile)> {
-    let mut tiles: Vec<(Vnni, Tile)> = vec![];
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
+        let mut tiles: Vec<(Vnni, Tile)> = vec![];
         if has!("avx512f") && has!("avx512vnni") {
             tiles.push((Vnni::Bits512, vnni512_tile));
         }
         if has!("avx2") && has!("avxvnni") {
             tiles.push((Vnni::Bits256, vnni256_tile));
         }
+        tiles
     }
-    tiles
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        vec![]
+    }
 }
 
 /// A tile kernel: `quads` steps of four taps of weights `a` and pixels `b`
