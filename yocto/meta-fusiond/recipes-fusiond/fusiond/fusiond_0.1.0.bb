@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 584b5e896a244632e66f5368f82e9f0a605154b9dbb01e46d446f3456def3fff
-SRCREV = "5f5b757065fa2b2272f31483bb94ed1e043070e2"
+# fusiond-inputs: 5ebe4ba8952cef77ce9eb771f3239f9630472d70fd83b28ad66fd5ee81a28b0c
+SRCREV = "c65c543aa804bce158eee5ea34febdb0b026be47"
 
 S = "${WORKDIR}/git"
 
