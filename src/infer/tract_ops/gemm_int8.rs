@@ -3,8 +3,9 @@
 //! quantise-dequantise pair before it put on an 8-bit grid, goes back to
 //! that grid's integers as it is packed, so each sum of products is exact
 //! in 32 bits. With AVX-512 VNNI one instruction multiplies and adds four
-//! taps of 16 pixels (64 products, four times an FMA's 16); the f32 product
-//! of [`super::gemm_kernel`] dequantises the weights and runs in f32.
+//! taps of 16 pixels (64 products, four times an FMA's 16; with AVX-VNNI,
+//! of 8 pixels); the f32 product of [`super::gemm_kernel`] dequantises the
+//! weights and runs in f32.
 //!
 //! An output is `scale[o] × s × (Σ w·u − z·Σ w) + bias[o]`, where `w` are
 //! channel `o`'s weights (symmetric: zero point 0), `u` the input's

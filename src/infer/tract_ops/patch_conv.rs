@@ -67,10 +67,10 @@ impl Eq for PatchConv {}
 ///
 /// With AVX-VNNI alone, [`gemm_conv::MIN_TAPS`]: the convolutions
 /// that take fusiond's blocked f32 product anyway. Timed on the Intel Xeon
-/// with its 512-bit tile set aside (against its f32 product on AVX-512),
-/// the swapper's style blocks took 160 against about 290 ms, but its
-/// 2304-tap decoder convolution 92 against 88 and SCRFD's merged heads 6.8
-/// against 3.4.
+/// with its 512-bit tile set aside (against its f32 products on AVX-512),
+/// the INT8 swapper took 1596–1661 ms against the FP32 one's 2358–2362, but
+/// its 2304-tap decoder convolution 92 against 88 and SCRFD's merged heads
+/// 6.8 against 3.4.
 pub fn integer_min_taps() -> Option<usize> {
     gemm_int8::vnni().map(|vnni| match vnni {
         Vnni::Bits512 => 256,
