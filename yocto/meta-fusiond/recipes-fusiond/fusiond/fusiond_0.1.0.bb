@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 5ebe4ba8952cef77ce9eb771f3239f9630472d70fd83b28ad66fd5ee81a28b0c
-SRCREV = "c65c543aa804bce158eee5ea34febdb0b026be47"
+# fusiond-inputs: 4174b9456510627a77bff7752e7f07a3011c7ff32230bc49e0141c43ffdc320a
+SRCREV = "d0ca6d7f891d8c5ee58abf120ec811d2de6d1b97"
 
 S = "${WORKDIR}/git"
 
