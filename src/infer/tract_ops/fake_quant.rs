@@ -121,6 +121,13 @@ pub struct Rounding {
 impl Rounding {
     #[inline(always)]
     pub fn apply(self, v: f32) -> f32 {
+        self.steps(v) * self.scale
+    }
+
+    /// The grid's integer for `v` less the zero point, as an f32 (a NaN is
+    /// 0, as tract casts it).
+    #[inline(always)]
+    pub fn steps(self, v: f32) -> f32 {
         const MAGIC: f32 = 12_582_912.0;
         let t = v * self.inv;
         // Comparisons and selects, not f32::max/min (whose NaN rules cost
@@ -131,7 +138,7 @@ impl Rounding {
         if v.is_nan() {
             0.0
         } else {
-            rounded * self.scale
+            rounded
         }
     }
 }

@@ -204,9 +204,7 @@ unsafe fn to_integers_avx512(floats: &[f32], grid: Grid, (first, quads): (usize,
 /// go into one 32-bit word.
 #[inline(always)]
 fn to_integers_loop(floats: &[f32], grid: Grid, (first, quads): (usize, usize), panel: &mut [u8]) {
-    const MAGIC: f32 = 12_582_912.0;
-    let (inv, low, high, shift) =
-        (grid.scale.recip(), grid.lo - grid.zero_point, grid.hi - grid.zero_point, zero_shift(grid) as f32);
+    let (rounding, shift) = (grid.rounding(), zero_shift(grid) as f32);
     let zeros = [0f32; PACK_NR];
     for q in 0..quads {
         let mut words = [0u32; PACK_NR];
@@ -214,10 +212,7 @@ fn to_integers_loop(floats: &[f32], grid: Grid, (first, quads): (usize, usize), 
             let row = floats.get((q * 4 + i) * PACK_NR..(q * 4 + i + 1) * PACK_NR).unwrap_or(&zeros);
             for (word, &v) in words.iter_mut().zip(row) {
                 // As tract's QuantizeLinear: half to even, clamped; NaN is 0.
-                let t = if v.is_nan() { 0.0 } else { v * inv };
-                let t = if t > low { t } else { low };
-                let t = if t < high { t } else { high };
-                *word |= ((t + MAGIC - MAGIC + shift) as u32) << (8 * i);
+                *word |= ((rounding.steps(v) + shift) as u32) << (8 * i);
             }
         }
         let out = &mut panel[(q * NR + first) * 4..][..PACK_NR * 4];

@@ -20,9 +20,11 @@ pub enum Vnni {
     Bits256,
 }
 
-/// The widest VNNI of this CPU, with its tile.
+/// The widest VNNI of this CPU, with its tile (found once: each
+/// convolution of a run asks).
 pub(super) fn widest() -> Option<(Vnni, Tile)> {
-    kernels().into_iter().next()
+    static WIDEST: std::sync::OnceLock<Option<(Vnni, Tile)>> = std::sync::OnceLock::new();
+    *WIDEST.get_or_init(|| kernels().into_iter().next())
 }
 
 /// Every vector tile this CPU runs, the widest first.
