@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 4174b9456510627a77bff7752e7f07a3011c7ff32230bc49e0141c43ffdc320a
-SRCREV = "d0ca6d7f891d8c5ee58abf120ec811d2de6d1b97"
+# fusiond-inputs: 3eab92e21e10a3156cc09194ead21426f1ede01a4d7c61ff966ab51fdbe5ab79
+SRCREV = "1d2214d990c2811ec7955eb46c376d4326463295"
 
 S = "${WORKDIR}/git"
 
