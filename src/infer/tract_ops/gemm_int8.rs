@@ -111,7 +111,6 @@ where
     let mut floats = vec![0f32; KC * PACK_NR];
     let mut packed = vec![0u8; chunk * KC * NR];
     let mut partial = vec![0i32; row_panels * chunk * MR * NR];
-    let shift = zero_shift(grid);
     for j0 in (0..pixel_panels).step_by(chunk) {
         let js = j0..(j0 + chunk).min(pixel_panels);
         for block in 0..blocks {
@@ -132,7 +131,7 @@ where
                         (&mut partial[(p * chunk + q) * MR * NR..][..MR * NR]).try_into().expect("a whole tile");
                     tile(quads, a, b, acc, block == 0);
                     if block + 1 == blocks {
-                        finish(w, (grid.scale, shift), acc, (p * MR, j * NR, n), out, relu);
+                        finish(w, acc, (p * MR, j * NR, n), out, relu);
                     }
                 }
             }
@@ -142,7 +141,7 @@ where
 
 /// The input grid's zero point as an integer of 0..=255 (the grid's
 /// integers shifted by its lowest).
-fn zero_shift(grid: Grid) -> i32 {
+pub(super) fn zero_shift(grid: Grid) -> i32 {
     (grid.zero_point - grid.lo) as i32
 }
 
@@ -182,22 +181,31 @@ unsafe fn to_integers_avx512(floats: &[f32], grid: Grid, (first, quads): (usize,
     use std::arch::x86_64::*;
     let taps = floats.len() / PACK_NR;
     assert!(panel.len() >= (quads * NR) * 4 && first + PACK_NR <= NR);
-    let inv = _mm512_set1_ps(grid.scale.recip());
-    let (low, high) = (_mm512_set1_ps(grid.lo - grid.zero_point), _mm512_set1_ps(grid.hi - grid.zero_point));
-    let shift = _mm512_set1_epi32(zero_shift(grid));
     for q in 0..quads {
         let mut word = _mm512_setzero_si512();
         for i in 0..4 {
             let t = q * 4 + i;
             let v = if t < taps { _mm512_loadu_ps(floats.as_ptr().add(t * PACK_NR)) } else { _mm512_setzero_ps() };
-            // NaN lanes are 0, as tract casts them.
-            let numbers = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(v, v);
-            let v = _mm512_min_ps(_mm512_max_ps(_mm512_maskz_mul_ps(numbers, v, inv), low), high);
-            let u = _mm512_add_epi32(_mm512_cvtps_epi32(v), shift);
+            let u = integers_avx512(v, grid);
             word = _mm512_or_si512(word, _mm512_sllv_epi32(u, _mm512_set1_epi32(8 * i as i32)));
         }
         _mm512_storeu_si512(panel.as_mut_ptr().add((q * NR + first) * 4).cast(), word);
     }
+}
+
+/// 16 values on `grid` to its integers shifted to 0..=255, rounded by the
+/// conversion (half to even, as the CPU rounds by default); NaN lanes are
+/// the zero point, as tract casts NaN to 0.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(super) fn integers_avx512(v: std::arch::x86_64::__m512, grid: Grid) -> std::arch::x86_64::__m512i {
+    use std::arch::x86_64::*;
+    let inv = _mm512_set1_ps(grid.scale.recip());
+    let (low, high) = (_mm512_set1_ps(grid.lo - grid.zero_point), _mm512_set1_ps(grid.hi - grid.zero_point));
+    let numbers = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(v, v);
+    let v = _mm512_min_ps(_mm512_max_ps(_mm512_maskz_mul_ps(numbers, v, inv), low), high);
+    _mm512_add_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(zero_shift(grid)))
 }
 
 /// [`to_integers`] in plain loops: the four taps of a quad of each pixel
@@ -222,10 +230,41 @@ fn to_integers_loop(floats: &[f32], grid: Grid, (first, quads): (usize, usize), 
     }
 }
 
+/// How an output channel's exact sum `Σ w·u` becomes its output:
+/// `(sum − z·Σ w) × (scale × s) + bias` in f32, for weights `w` with
+/// `scale` over an input on a grid of scale `s` and shifted zero point `z`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Dequantise {
+    m: f32,
+    add: i32,
+    bias: f32,
+}
+
+impl Dequantise {
+    /// For a channel whose weights sum to `sum` (as integers).
+    pub fn new(scale: f32, sum: i32, bias: f32, grid: Grid) -> Dequantise {
+        Dequantise { m: scale * grid.scale, add: zero_shift(grid) * sum, bias }
+    }
+
+    #[inline(always)]
+    pub fn apply(self, sum: i32) -> f32 {
+        (sum - self.add) as f32 * self.m + self.bias
+    }
+
+    /// [`Self::apply`] on 16 sums.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub fn apply_avx512(self, sums: std::arch::x86_64::__m512i) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        let v = _mm512_cvtepi32_ps(_mm512_sub_epi32(sums, _mm512_set1_epi32(self.add)));
+        _mm512_add_ps(_mm512_mul_ps(v, _mm512_set1_ps(self.m)), _mm512_set1_ps(self.bias))
+    }
+}
+
 /// The last tap block's sums of tile `(c0, p0)` to the outputs.
 fn finish(
     w: &DotWeights,
-    (s, shift): (f32, i32),
     acc: &[i32; MR * NR],
     (c0, p0, n): (usize, usize, usize),
     out: &mut [&mut [f32]],
@@ -233,10 +272,10 @@ fn finish(
 ) {
     let cols = (n - p0).min(NR);
     for (r, row) in out.iter_mut().enumerate().skip(c0).take(MR) {
-        let (m, add, bias) = (w.scale[r] * s, shift * w.sums[r], w.bias[r]);
+        let d = Dequantise::new(w.scale[r], w.sums[r], w.bias[r], w.grid);
         let sums = &acc[(r - c0) * NR..][..cols];
         for (y, &sum) in row[p0..p0 + cols].iter_mut().zip(sums) {
-            let v = (sum - add) as f32 * m + bias;
+            let v = d.apply(sum);
             *y = if relu { v.max(0.0) } else { v };
         }
     }

@@ -27,6 +27,7 @@
 //! packs their input once.
 
 mod depthwise;
+mod depthwise_int8;
 mod depthwise_kernel;
 mod dequant_weights;
 mod fake_quant;

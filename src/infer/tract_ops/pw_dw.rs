@@ -16,6 +16,7 @@
 //! applies wherever that kernel does (x86_64 with AVX2 and FMA).
 
 use super::depthwise::Depthwise;
+use super::depthwise_int8::{self, DotDepthwise};
 use super::depthwise_kernel::{depthwise_rows, depthwise_rows_s2};
 use super::fake_quant::{fake_quant_in_place, Grid};
 use super::fake_quant_grid;
@@ -59,7 +60,11 @@ pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Op
     let pool = dw.stride == 1 && take_max_pool(model, &mut last)?;
     let (dw, dw_bias, stride) = (dw.kernels.clone(), dw.bias.clone(), dw.stride);
     let pw = if mid_relu { pw.with_relu() } else { pw.clone() };
-    let op = PointwiseDepthwise { pw, mid_grid, dw, dw_bias, stride, relu, out_grid, pool };
+    let int8 = match mid_grid {
+        Some(grid) if stride == 1 && depthwise_int8::available() => DotDepthwise::new(&dw, &dw_bias, grid).map(Arc::new),
+        _ => None,
+    };
+    let op = PointwiseDepthwise { pw, mid_grid, dw, dw_bias, stride, relu, out_grid, pool, int8 };
     let mut patch = TypedModelPatch::default();
     let input = patch.tap_model(model, node.inputs[0])?;
     let wire = patch.wire_node(&node.name, op, &[input])?;
@@ -116,6 +121,9 @@ pub struct PointwiseDepthwise {
     /// Whether the output is pooled, 2×2 with stride 2 (its height and
     /// width halved, rounded down); only after a depthwise half of stride 1.
     pool: bool,
+    /// The depthwise half as integers, where the CPU runs it and the block
+    /// is INT8 (`mid_grid`) at stride 1 with integer kernels.
+    int8: Option<Arc<DotDepthwise>>,
 }
 
 impl Eq for PointwiseDepthwise {}
@@ -159,11 +167,15 @@ impl PointwiseDepthwise {
         let step = if self.pool { (step & !1).max(2) } else { step };
         let stride = (s * step + 2) * w;
         let mut mid = vec![0f32; co * stride];
+        // As integers for the depthwise half, where it runs on them.
+        let mut ints = vec![0u8; if self.int8.is_some() { co * stride } else { 0 }];
         // The rows past the plane's top and bottom edges.
         let zeros = vec![0f32; w];
+        let pads = vec![self.int8.as_ref().map_or(0, |d| d.pad()); w];
         // A step's block rows before pooling and a row of scratch, or the
         // stride-2 kernel's split rows.
         let mut scratch = vec![0f32; if self.pool { (step + 1) * w } else { 0 }];
+        let mut quads = vec![];
         // The next pointwise row to compute, and the row in the first slot.
         let (mut next, mut held) = (0, 0);
         for y0 in range.clone().step_by(step) {
@@ -174,6 +186,9 @@ impl PointwiseDepthwise {
                 for plane in mid.chunks_exact_mut(stride) {
                     plane.copy_within((lo - held) * w..(next - held) * w, 0);
                 }
+                for plane in ints.chunks_exact_mut(stride) {
+                    plane.copy_within((lo - held) * w..(next - held) * w, 0);
+                }
             }
             let first = next.max(lo);
             let n = (hi - first) * w;
@@ -181,19 +196,35 @@ impl PointwiseDepthwise {
             let mut rows: Vec<&mut [f32]> =
                 mid.chunks_exact_mut(stride).map(|plane| &mut plane[(first - lo) * w..][..n]).collect();
             pointwise(x_run, self.pw.tiles(0..co), &mut rows);
-            if let Some(grid) = self.mid_grid {
-                rows.iter_mut().for_each(|row| fake_quant_in_place(row, grid));
+            match (&self.int8, self.mid_grid) {
+                (Some(int8), _) => {
+                    for (row, plane) in rows.iter().zip(ints.chunks_exact_mut(stride)) {
+                        int8.to_integers(row, &mut plane[(first - lo) * w..][..n]);
+                    }
+                }
+                (None, Some(grid)) => rows.iter_mut().for_each(|row| fake_quant_in_place(row, grid)),
+                (None, None) => {}
             }
             (next, held) = (hi, lo);
             let (a, b) = (y0 - range.start, y1 - range.start);
             let done = if self.pool { (a / 2 * ow, b / 2 * ow) } else { (a * ow, b * ow) };
-            for (c, (plane, out)) in mid.chunks_exact(stride).zip(out.iter_mut()).enumerate() {
-                let row = |r: Option<usize>| match r {
-                    Some(r) if r >= lo && r < hi => &plane[(r - lo) * w..][..w],
-                    _ => &zeros[..],
-                };
-                let inputs: Vec<&[f32]> = (s * y0..s * (y1 - 1) + 3).map(|r| row(r.checked_sub(1))).collect();
-                self.finish(c, &inputs, &mut out[done.0..done.1], &mut scratch);
+            // Pointwise rows s × y0 - 1 to s × (y1 - 1) + 1, the edges' rows
+            // past the plane.
+            let wanted = (s * y0..s * (y1 - 1) + 3).map(|r| r.checked_sub(1).filter(|r| *r >= lo && *r < hi));
+            for (c, out) in out.iter_mut().enumerate() {
+                let done = &mut out[done.0..done.1];
+                if let Some(int8) = &self.int8 {
+                    let plane = &ints[c * stride..][..stride];
+                    let inputs: Vec<&[u8]> =
+                        wanted.clone().map(|r| r.map_or(&pads[..], |r| &plane[(r - lo) * w..][..w])).collect();
+                    let dst = |rows: &mut [&mut [f32]]| int8.rows(c, &inputs, self.relu, rows, &mut quads);
+                    self.finish_rows(w, inputs.len() - 2, done, &mut scratch, dst);
+                } else {
+                    let plane = &mid[c * stride..][..stride];
+                    let inputs: Vec<&[f32]> =
+                        wanted.clone().map(|r| r.map_or(&zeros[..], |r| &plane[(r - lo) * w..][..w])).collect();
+                    self.finish(c, &inputs, done, &mut scratch);
+                }
             }
         }
     }
@@ -211,15 +242,22 @@ impl PointwiseDepthwise {
             }
             return;
         }
-        let (n, unpooled) = (inputs.len() - 2, &mut scratch[..]);
-        let block = if self.pool { &mut unpooled[..n * w] } else { &mut *done };
+        let conv = |dst: &mut [&mut [f32]]| depthwise_rows(inputs, &self.dw[c], self.dw_bias[c], self.relu, dst);
+        self.finish_rows(w, inputs.len() - 2, done, scratch, conv);
+    }
+
+    /// `n` block rows of `w` pixels at stride 1, which `conv` writes,
+    /// rounded to the output grid and pooled where the block does that,
+    /// into `done`: directly, or through `scratch` and then pooled.
+    fn finish_rows(&self, w: usize, n: usize, done: &mut [f32], scratch: &mut [f32], conv: impl FnOnce(&mut [&mut [f32]])) {
+        let block = if self.pool { &mut scratch[..n * w] } else { &mut *done };
         let mut dst: Vec<&mut [f32]> = block.chunks_exact_mut(w).collect();
-        depthwise_rows(inputs, &self.dw[c], self.dw_bias[c], self.relu, &mut dst);
+        conv(&mut dst);
         if let Some(grid) = self.out_grid {
             fake_quant_in_place(block, grid);
         }
         if self.pool {
-            let (block, scratch) = unpooled.split_at_mut(n * w);
+            let (block, scratch) = scratch.split_at_mut(n * w);
             for (pair, line) in block.chunks_exact(2 * w).zip(done.chunks_exact_mut(w / 2)) {
                 pool_rows(&pair[..w], &pair[w..], line, scratch);
             }
@@ -232,8 +270,8 @@ impl Op for PointwiseDepthwise {
         let part = |on: bool, name: &'static str| if on { name } else { "" };
         let mid = format!("{}{}", part(self.pw.relu(), "+Relu"), part(self.mid_grid.is_some(), "+FakeQuant"));
         let (relu, out) = (part(self.relu, "+Relu"), part(self.out_grid.is_some(), "+FakeQuant"));
-        let pool = part(self.pool, "+MaxPool2x2");
-        format!("FusiondPointwise{mid}+Depthwise{relu}{out}{pool}").into()
+        let (int8, pool) = (part(self.int8.is_some(), "Int8"), part(self.pool, "+MaxPool2x2"));
+        format!("FusiondPointwise{mid}+Depthwise{int8}{relu}{out}{pool}").into()
     }
 
     fn info(&self) -> TractResult<Vec<String>> {
@@ -356,7 +394,7 @@ mod tests {
                 let pw = Packed::new(&pw_w, &pw_b, co, ci);
                 let pw = if relu { pw.with_relu() } else { pw };
                 let (dw, dw_bias) = (Arc::new(kernels(&values(co * 9, 3))), Arc::new(values(co, 4)));
-                let op = PointwiseDepthwise { pw, mid_grid: None, dw, dw_bias, stride, relu, out_grid: None, pool };
+                let op = PointwiseDepthwise { pw, mid_grid: None, dw, dw_bias, stride, relu, out_grid: None, pool, int8: None };
                 let x = values(ci * h * w, 5);
                 let mut want = reference(&x, &op, (&pw_w, &pw_b), h, w);
                 if pool {
@@ -375,6 +413,39 @@ mod tests {
                         format!("{ci}→{co} at {h}×{w}, stride {stride}, relu {relu}, pool {pool}, {threads} threads");
                     assert!(worst < 1e-4, "{case}: off by {worst}");
                 }
+            }
+        }
+    }
+
+    /// An INT8 block (both grids, integer depthwise kernels) with its
+    /// depthwise half as integers and as f32: an output a step of the
+    /// output grid apart at most, where a sum lies within the f32 roundings
+    /// of a tie, and nearly all the same.
+    #[test]
+    fn the_integer_depthwise_half_gives_the_f32_blocks_outputs_but_near_ties() {
+        let mid = Grid { scale: 0.02, zero_point: 0.0, lo: 0.0, hi: 255.0 };
+        let out = Grid { scale: 0.05, zero_point: 3.0, lo: 0.0, hi: 255.0 };
+        let (ci, co, h, w) = (8, 16, 23, 37);
+        let scales: Vec<f32> = (0..co).map(|c| 0.004 + c as f32 * 3e-4).collect();
+        let ints = values(co * 9, 3);
+        let dw: Vec<[f32; 9]> =
+            (0..co).map(|c| std::array::from_fn(|t| (ints[c * 9 + t] * 127.0).round() * scales[c])).collect();
+        let pw = Packed::new(&values(co * ci, 1), &values(co, 2), co, ci);
+        let x = values(ci * h * w, 5);
+        for (relu, pool) in [(false, false), (true, false), (false, true)] {
+            let int8 = DotDepthwise::new(&dw, &values(co, 4), mid).map(Arc::new);
+            assert!(int8.is_some(), "integer kernels found again");
+            let (dw, dw_bias) = (Arc::new(dw.clone()), Arc::new(values(co, 4)));
+            let (mid_grid, out_grid) = (Some(mid), Some(out));
+            let op = PointwiseDepthwise { pw: pw.clone(), mid_grid, dw, dw_bias, stride: 1, relu, out_grid, pool, int8 };
+            let f32_op = PointwiseDepthwise { int8: None, ..op.clone() };
+            for threads in [1, 3] {
+                let (got, want) = (run(&op, &x, (h, w), threads), run(&f32_op, &x, (h, w), threads));
+                let apart = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+                let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                let case = format!("relu {relu}, pool {pool}, {threads} threads");
+                assert!(worst <= out.scale * 1.001, "{case}: off by {worst}");
+                assert!(apart * 1000 <= got.len(), "{case}: {apart} of {} apart", got.len());
             }
         }
     }
