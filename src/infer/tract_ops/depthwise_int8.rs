@@ -6,7 +6,8 @@
 //! (`int8_weights::recovered`). For each output row the bytes of the three
 //! input rows at each column make one 32-bit word (top, middle, bottom, 0),
 //! and with AVX-512 VNNI three `vpdpbusd` give 16 outputs, one per kernel
-//! column: the words left of, at and right of the outputs. In f32 the same
+//! column: the words left of, at and right of the outputs. The rounding to
+//! the grid after the block is done on them in registers. In f32 the same
 //! 16 outputs take 9 multiplies and 9 adds, twice over on 8 lanes.
 //!
 //! An output is `scale × s × (Σ k·u − z·Σ k) + bias`
@@ -15,7 +16,7 @@
 //! tap, so where a sum lies within those roundings of a tie of the grid
 //! after the block, the two land a step apart.
 
-use super::fake_quant::Grid;
+use super::fake_quant::{Grid, Rounding};
 use super::gemm_int8::{zero_shift, Dequantise, Vnni};
 use super::int8_weights;
 use tract_onnx::prelude::Tensor;
@@ -65,7 +66,8 @@ impl DotDepthwise {
     }
 
     /// `floats` to the grid's integers (rounded half to even, clamped; NaN
-    /// is 0, as tract's QuantizeLinear does), shifted to 0..=255, into `out`.
+    /// is 0, as tract's QuantizeLinear does), shifted to 0..=255, into the
+    /// start of `out`.
     pub fn to_integers(&self, floats: &[f32], out: &mut [u8]) {
         assert!(out.len() >= floats.len(), "depthwise_int8: the integers do not fit");
         #[cfg(target_arch = "x86_64")]
@@ -79,89 +81,106 @@ impl DotDepthwise {
 
     /// Channel `c`'s output rows `out` from its input rows `rows` (the row
     /// above the first output row, those at each, and the row below the
-    /// last: rows of [`Self::pad`] past the plane's edges), each at least
-    /// as long as the output rows; negative outputs become 0 with `relu`.
-    /// `quads` is scratch.
-    pub fn rows(&self, c: usize, rows: &[&[u8]], relu: bool, out: &mut [&mut [f32]], quads: &mut Vec<u32>) {
+    /// last), each holding the output rows' `w` values and [`MARGIN`]
+    /// more of [`Self::pad`] (whole rows of it past the plane's edges);
+    /// negative outputs become 0 with `relu`, and then each is rounded to
+    /// `grid` and back where given ([`Rounding::apply`]).
+    pub fn rows(&self, c: usize, rows: &[&[u8]], (relu, grid): (bool, Option<Grid>), out: &mut [&mut [f32]]) {
         let Some(w) = out.first().map(|o| o.len()) else { return };
         assert!(
-            rows.len() == out.len() + 2 && rows.iter().all(|r| r.len() >= w) && out.iter().all(|o| o.len() == w),
-            "depthwise_int8: one input row more on each side than output rows, all as long"
+            rows.len() == out.len() + 2
+                && rows.iter().all(|r| r.len() >= w + MARGIN)
+                && out.iter().all(|o| o.len() == w),
+            "depthwise_int8: one input row more on each side than output rows, each with its margin"
         );
-        // The words of columns -1 to w, and a vector's worth past them.
-        quads.resize(w + 2 + 16, 0);
-        let pad = u32::from_le_bytes([self.pad(), self.pad(), self.pad(), 0]);
-        let channel = (self.columns[c], self.outputs[c], relu);
+        let channel = Channel { columns: self.columns[c], out: self.outputs[c], relu, grid: grid.map(Grid::rounding) };
         #[cfg(target_arch = "x86_64")]
         let vnni = available();
         for (r, out) in out.iter_mut().enumerate() {
             #[cfg(target_arch = "x86_64")]
             if vnni {
                 // SAFETY: the CPU has AVX-512 VNNI (checked just above);
-                // `quads` holds 16 words past column w.
-                unsafe { row_vnni512(&rows[r..r + 3], pad, channel, out, quads) };
+                // the rows hold their margins (asserted above).
+                unsafe { row_vnni512(&rows[r..r + 3], self.pad(), channel, out) };
                 continue;
             }
-            row_plain(&rows[r..r + 3], pad, channel, out, quads);
+            row_plain(&rows[r..r + 3], self.pad(), channel, out);
         }
     }
 }
 
-/// The words of the columns of three rows: column x (from -1, the pad) at
-/// `quads[x + 1]`.
-#[inline(always)]
-fn columns_of(rows: &[&[u8]], pad: u32, quads: &mut [u32], w: usize) {
-    let (top, middle, bottom) = (&rows[0][..w], &rows[1][..w], &rows[2][..w]);
-    let words = top.iter().zip(middle).zip(bottom);
-    for (q, ((&a, &b), &c)) in quads[1..=w].iter_mut().zip(words) {
-        *q = u32::from(a) | u32::from(b) << 8 | u32::from(c) << 16;
-    }
-    quads[0] = pad;
-    quads[w + 1] = pad;
+/// Bytes of the pad after each input row's values: what the last vector of
+/// 16 outputs reads past the row for the words right of it.
+pub const MARGIN: usize = 32;
+
+/// What one channel's outputs take: its kernel's columns, how a sum
+/// becomes an output, the ReLU and the output grid.
+#[derive(Clone, Copy)]
+struct Channel {
+    columns: [i32; 3],
+    out: Dequantise,
+    relu: bool,
+    grid: Option<Rounding>,
 }
 
-/// One output row in plain loops: the reference the VNNI row is held to.
-fn row_plain(rows: &[&[u8]], pad: u32, (columns, d, relu): ([i32; 3], Dequantise, bool), out: &mut [f32], quads: &mut [u32]) {
-    columns_of(rows, pad, quads, out.len());
-    let dot = |u: u32, k: i32| -> i32 {
-        let (u, k) = (u.to_le_bytes(), k.to_le_bytes());
-        (0..4).map(|i| i32::from(u[i]) * i32::from(k[i] as i8)).sum()
-    };
+/// One output row from its three input rows in plain loops: the reference
+/// the VNNI row is held to.
+fn row_plain(rows: &[&[u8]], pad: u8, ch: Channel, out: &mut [f32]) {
+    let w = out.len();
     for (x, y) in out.iter_mut().enumerate() {
-        let sum = (0..3).map(|dx| dot(quads[x + dx], columns[dx])).sum();
-        let v = d.apply(sum);
-        *y = if relu { v.max(0.0) } else { v };
+        let mut sum = 0;
+        for (dx, column) in ch.columns.iter().enumerate() {
+            let k = column.to_le_bytes();
+            for (dy, row) in rows.iter().enumerate() {
+                // Column x + dx - 1, the pad outside the plane.
+                let u = if (1..=w).contains(&(x + dx)) { row[x + dx - 1] } else { pad };
+                sum += i32::from(u) * i32::from(k[dy] as i8);
+            }
+        }
+        let v = ch.out.apply(sum);
+        let v = if ch.relu { v.max(0.0) } else { v };
+        *y = ch.grid.map_or(v, |g| g.apply(v));
     }
 }
 
-/// [`row_plain`] with AVX-512 VNNI: 16 outputs at a time, the last ones
-/// written through a mask.
+/// [`row_plain`] with AVX-512 VNNI, 16 outputs at a time: the words of
+/// their 16 columns from the rows' bytes, the words left and right of them
+/// shifted in from the vectors before and after (the pad's before the
+/// first), the last outputs written through a mask.
 ///
 /// # Safety
-/// The CPU has AVX-512 VNNI; `quads` holds 16 words past column `out.len()`.
+/// The CPU has AVX-512 VNNI; each row holds [`MARGIN`] bytes past
+/// `out.len()`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vnni")]
-unsafe fn row_vnni512(
-    rows: &[&[u8]],
-    pad: u32,
-    (columns, d, relu): ([i32; 3], Dequantise, bool),
-    out: &mut [f32],
-    quads: &mut [u32],
-) {
+unsafe fn row_vnni512(rows: &[&[u8]], pad: u8, ch: Channel, out: &mut [f32]) {
     use std::arch::x86_64::*;
     let w = out.len();
-    columns_of(rows, pad, quads, w);
-    let taps = [0, 1, 2].map(|dx| _mm512_set1_epi32(columns[dx]));
+    let (top, middle, bottom) = (rows[0].as_ptr(), rows[1].as_ptr(), rows[2].as_ptr());
+    let bytes = |p: *const u8, x: usize| _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(x).cast()));
+    let words = |x: usize| {
+        let (t, m, b) = (bytes(top, x), bytes(middle, x), bytes(bottom, x));
+        _mm512_or_si512(_mm512_or_si512(t, _mm512_slli_epi32::<8>(m)), _mm512_slli_epi32::<16>(b))
+    };
+    let taps = [0, 1, 2].map(|dx| _mm512_set1_epi32(ch.columns[dx]));
+    let mut before = _mm512_set1_epi32(i32::from_le_bytes([pad, pad, pad, 0]));
+    let mut here = words(0);
     for x in (0..w).step_by(16) {
-        let at = quads.as_ptr().add(x);
-        let mut sums = _mm512_setzero_si512();
-        for (dx, tap) in taps.iter().enumerate() {
-            sums = _mm512_dpbusd_epi32(sums, _mm512_loadu_si512(at.add(dx).cast()), *tap);
-        }
-        let v = d.apply_avx512(sums);
-        let v = if relu { _mm512_max_ps(v, _mm512_setzero_ps()) } else { v };
+        let after = words(x + 16);
+        let left = _mm512_alignr_epi32::<15>(here, before);
+        let right = _mm512_alignr_epi32::<1>(after, here);
+        let mut sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), left, taps[0]);
+        sums = _mm512_dpbusd_epi32(sums, here, taps[1]);
+        sums = _mm512_dpbusd_epi32(sums, right, taps[2]);
+        let v = ch.out.apply_avx512(sums);
+        let v = if ch.relu { _mm512_max_ps(v, _mm512_setzero_ps()) } else { v };
+        let v = match ch.grid {
+            Some(g) => g.apply_avx512(v),
+            None => v,
+        };
         let lanes = (w - x).min(16);
         _mm512_mask_storeu_ps(out.as_mut_ptr().add(x), (u32::MAX >> (32 - lanes)) as u16, v);
+        (before, here) = (here, after);
     }
 }
 
@@ -222,21 +241,25 @@ mod tests {
     fn every_output_is_the_exact_sum_rounded_once_and_the_vnni_row_is_the_plain_one() {
         let (kernels, bias, ints, scales) = case(6);
         let op = DotDepthwise::new(&kernels, &bias, GRID).expect("integer kernels found again");
+        let out_grid = Grid { scale: 0.1, zero_point: 100.0, lo: 0.0, hi: 255.0 };
         for (h, w) in [(1, 1), (3, 9), (5, 16), (4, 17), (2, 45)] {
-            // Rows of integers, the pad row above and below.
-            let plane: Vec<Vec<u8>> = (0..h).map(|y| (0..w).map(|x| ((y * 71 + x * 29) % 256) as u8).collect()).collect();
-            let pads = vec![op.pad(); w];
+            // Rows of integers with their margins, the pad row above and below.
+            let mut plane = vec![vec![op.pad(); w + MARGIN]; h];
+            for (y, row) in plane.iter_mut().enumerate() {
+                for (x, u) in row[..w].iter_mut().enumerate() {
+                    *u = ((y * 71 + x * 29) % 256) as u8;
+                }
+            }
+            let pads = vec![op.pad(); w + MARGIN];
             let rows: Vec<&[u8]> = std::iter::once(&pads[..]).chain(plane.iter().map(|r| &r[..])).chain([&pads[..]]).collect();
-            for (c, relu) in [(0, false), (1, true), (2, false), (3, false), (4, true)] {
+            for (c, relu, grid) in [(0, false, None), (1, true, None), (2, false, None), (3, false, Some(out_grid)), (4, true, Some(out_grid))] {
                 let mut out = vec![vec![f32::NAN; w]; h];
                 let mut refs: Vec<&mut [f32]> = out.iter_mut().map(|r| &mut r[..]).collect();
-                op.rows(c, &rows, relu, &mut refs, &mut vec![]);
-                let mut plain = vec![vec![f32::NAN; w]; h];
-                let mut quads = vec![0; w + 18];
-                for (r, row) in plain.iter_mut().enumerate() {
-                    row_plain(&rows[r..r + 3], u32::from_le_bytes([7, 7, 7, 0]), (op.columns[c], op.outputs[c], relu), row, &mut quads);
-                }
-                for (y, (got, plain)) in out.iter().zip(&plain).enumerate() {
+                op.rows(c, &rows, (relu, grid), &mut refs);
+                let channel = Channel { columns: op.columns[c], out: op.outputs[c], relu, grid: grid.map(Grid::rounding) };
+                for (y, got) in out.iter().enumerate() {
+                    let mut plain = vec![f32::NAN; w];
+                    row_plain(&rows[y..y + 3], op.pad(), channel, &mut plain);
                     for x in 0..w {
                         // The dequantised input (the pad is the value 0) and
                         // the exact sum of its products, in f64.
@@ -245,14 +268,23 @@ mod tests {
                             let u = if inside { plane[yy as usize][xx as usize] } else { 7 };
                             (f64::from(u) - 7.0) * f64::from(GRID.scale)
                         };
-                        let exact: f64 = (0..9)
-                            .map(|t| f64::from(ints[c][t]) * f64::from(scales[c]) * value(y as isize + t as isize / 3 - 1, x as isize + t as isize % 3 - 1))
-                            .sum::<f64>()
-                            + f64::from(bias[c]);
+                        let tap = |t: usize| {
+                            let (dy, dx) = (t as isize / 3 - 1, t as isize % 3 - 1);
+                            f64::from(ints[c][t]) * f64::from(scales[c]) * value(y as isize + dy, x as isize + dx)
+                        };
+                        let exact = (0..9).map(tap).sum::<f64>() + f64::from(bias[c]);
                         let exact = if relu { exact.max(0.0) } else { exact };
                         let at = format!("channel {c} at {y},{x} of {h}×{w}");
                         assert_eq!(got[x].to_bits(), plain[x].to_bits(), "{at}: {} against the plain row's {}", got[x], plain[x]);
-                        assert!((f64::from(got[x]) - exact).abs() <= 1e-6 * (1.0 + exact.abs()), "{at}: {} against {exact}", got[x]);
+                        match grid {
+                            None => assert!((f64::from(got[x]) - exact).abs() <= 1e-6 * (1.0 + exact.abs()), "{at}: {} against {exact}", got[x]),
+                            Some(g) => {
+                                let step = (f64::from(got[x]) / f64::from(g.scale)).round();
+                                assert!((-100.0..=155.0).contains(&step), "{at}: {} is off the grid", got[x]);
+                                let nearest = (exact / f64::from(g.scale)).clamp(-100.0, 155.0);
+                                assert!((step - nearest).abs() <= 0.5 + 1e-4, "{at}: {} against {exact}", got[x]);
+                            }
+                        }
                     }
                 }
             }

@@ -81,8 +81,14 @@ pub struct Grid {
 /// `I8`) followed by `DequantizeLinearF32` does:
 /// `(clamp(round_half_even(x * (1 / scale)) + zp, lo, hi) - zp) * scale`,
 /// with a NaN becoming 0 (tract casts it to the integer 0 before adding the
-/// zero point). With AVX2 (checked at run time) eight values at a time.
+/// zero point). With AVX-512 or AVX2 (checked at run time) 16 or 8 values
+/// at a time.
 pub fn fake_quant_in_place(x: &mut [f32], grid: Grid) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512, checked just above.
+        return unsafe { fake_quant_avx512(x, grid) };
+    }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2, checked just above.
@@ -97,6 +103,22 @@ unsafe fn fake_quant_avx2(x: &mut [f32], grid: Grid) {
     fake_quant(x, grid)
 }
 
+/// [`fake_quant`] with AVX-512: 16 values a vector through
+/// [`Rounding::apply_avx512`], the rest through [`Rounding::apply`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn fake_quant_avx512(x: &mut [f32], grid: Grid) {
+    use std::arch::x86_64::*;
+    let r = grid.rounding();
+    let mut vectors = x.chunks_exact_mut(16);
+    for v in &mut vectors {
+        _mm512_storeu_ps(v.as_mut_ptr(), r.apply_avx512(_mm512_loadu_ps(v.as_ptr())));
+    }
+    for v in vectors.into_remainder() {
+        *v = r.apply(*v);
+    }
+}
+
 impl Grid {
     /// The grid's constants as [`Rounding::apply`] uses them.
     ///
@@ -108,6 +130,10 @@ impl Grid {
         Rounding { inv: scale.recip(), low: lo - zero_point, high: hi - zero_point, scale }
     }
 }
+
+/// 1.5 × 2^23: added to and taken from an f32 under 2^22, it rounds it to
+/// an integer, half to even.
+const MAGIC: f32 = 12_582_912.0;
 
 /// One value to a [`Grid`] and back, for loops that vectorise.
 #[derive(Debug, Clone, Copy)]
@@ -124,11 +150,27 @@ impl Rounding {
         self.steps(v) * self.scale
     }
 
+    /// [`Self::apply`] on 16 values, to the bit: the same product, clamps
+    /// (`max` and `min` give the bound on equal zeros, as the selects do)
+    /// and rounding, whose adding and subtracting also turns a -0 into 0.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub fn apply_avx512(self, v: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        let magic = _mm512_set1_ps(MAGIC);
+        // NaN lanes are left out of the product, so 0 below: the clamps
+        // keep 0 (the zero point lies on the grid).
+        let numbers = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(v, v);
+        let t = _mm512_maskz_mul_ps(numbers, v, _mm512_set1_ps(self.inv));
+        let t = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(self.low)), _mm512_set1_ps(self.high));
+        _mm512_mul_ps(_mm512_sub_ps(_mm512_add_ps(t, magic), magic), _mm512_set1_ps(self.scale))
+    }
+
     /// The grid's integer for `v` less the zero point, as an f32 (a NaN is
     /// 0, as tract casts it).
     #[inline(always)]
     pub fn steps(self, v: f32) -> f32 {
-        const MAGIC: f32 = 12_582_912.0;
         let t = v * self.inv;
         // Comparisons and selects, not f32::max/min (whose NaN rules cost
         // extra instructions): a NaN is dealt with by the last select.

@@ -16,7 +16,7 @@
 //! applies wherever that kernel does (x86_64 with AVX2 and FMA).
 
 use super::depthwise::Depthwise;
-use super::depthwise_int8::{self, DotDepthwise};
+use super::depthwise_int8::{self, DotDepthwise, MARGIN};
 use super::depthwise_kernel::{depthwise_rows, depthwise_rows_s2};
 use super::fake_quant::{fake_quant_in_place, Grid};
 use super::fake_quant_grid;
@@ -167,15 +167,18 @@ impl PointwiseDepthwise {
         let step = if self.pool { (step & !1).max(2) } else { step };
         let stride = (s * step + 2) * w;
         let mut mid = vec![0f32; co * stride];
-        // As integers for the depthwise half, where it runs on them.
-        let mut ints = vec![0u8; if self.int8.is_some() { co * stride } else { 0 }];
+        // As integers for the depthwise half where it runs on them, each
+        // row with its margin; rows of the pad past the plane's edges.
+        let pitch = w + MARGIN;
+        let pad = self.int8.as_ref().map_or(0, |d| d.pad());
+        let istride = if self.int8.is_some() { stride / w * pitch } else { 0 };
+        let mut ints = vec![pad; co * istride];
+        let pads = vec![pad; pitch];
         // The rows past the plane's top and bottom edges.
         let zeros = vec![0f32; w];
-        let pads = vec![self.int8.as_ref().map_or(0, |d| d.pad()); w];
         // A step's block rows before pooling and a row of scratch, or the
         // stride-2 kernel's split rows.
         let mut scratch = vec![0f32; if self.pool { (step + 1) * w } else { 0 }];
-        let mut quads = vec![];
         // The next pointwise row to compute, and the row in the first slot.
         let (mut next, mut held) = (0, 0);
         for y0 in range.clone().step_by(step) {
@@ -186,8 +189,9 @@ impl PointwiseDepthwise {
                 for plane in mid.chunks_exact_mut(stride) {
                     plane.copy_within((lo - held) * w..(next - held) * w, 0);
                 }
-                for plane in ints.chunks_exact_mut(stride) {
-                    plane.copy_within((lo - held) * w..(next - held) * w, 0);
+                // (No planes when the depthwise half runs in f32.)
+                for plane in ints.chunks_exact_mut(istride.max(1)) {
+                    plane.copy_within((lo - held) * pitch..(next - held) * pitch, 0);
                 }
             }
             let first = next.max(lo);
@@ -198,8 +202,9 @@ impl PointwiseDepthwise {
             pointwise(x_run, self.pw.tiles(0..co), &mut rows);
             match (&self.int8, self.mid_grid) {
                 (Some(int8), _) => {
-                    for (row, plane) in rows.iter().zip(ints.chunks_exact_mut(stride)) {
-                        int8.to_integers(row, &mut plane[(first - lo) * w..][..n]);
+                    for (new, plane) in rows.iter().zip(ints.chunks_exact_mut(istride)) {
+                        let at = plane[(first - lo) * pitch..].chunks_exact_mut(pitch);
+                        new.chunks_exact(w).zip(at).for_each(|(row, ints)| int8.to_integers(row, ints));
                     }
                 }
                 (None, Some(grid)) => rows.iter_mut().for_each(|row| fake_quant_in_place(row, grid)),
@@ -214,11 +219,11 @@ impl PointwiseDepthwise {
             for (c, out) in out.iter_mut().enumerate() {
                 let done = &mut out[done.0..done.1];
                 if let Some(int8) = &self.int8 {
-                    let plane = &ints[c * stride..][..stride];
+                    let plane = &ints[c * istride..][..istride];
                     let inputs: Vec<&[u8]> =
-                        wanted.clone().map(|r| r.map_or(&pads[..], |r| &plane[(r - lo) * w..][..w])).collect();
-                    let dst = |rows: &mut [&mut [f32]]| int8.rows(c, &inputs, self.relu, rows, &mut quads);
-                    self.finish_rows(w, inputs.len() - 2, done, &mut scratch, dst);
+                        wanted.clone().map(|r| r.map_or(&pads[..], |r| &plane[(r - lo) * pitch..][..pitch])).collect();
+                    let dst = |rows: &mut [&mut [f32]]| int8.rows(c, &inputs, (self.relu, self.out_grid), rows);
+                    self.finish_rows((w, inputs.len() - 2), done, &mut scratch, (true, dst));
                 } else {
                     let plane = &mid[c * stride..][..stride];
                     let inputs: Vec<&[f32]> =
@@ -243,17 +248,21 @@ impl PointwiseDepthwise {
             return;
         }
         let conv = |dst: &mut [&mut [f32]]| depthwise_rows(inputs, &self.dw[c], self.dw_bias[c], self.relu, dst);
-        self.finish_rows(w, inputs.len() - 2, done, scratch, conv);
+        self.finish_rows((w, inputs.len() - 2), done, scratch, (false, conv));
     }
 
-    /// `n` block rows of `w` pixels at stride 1, which `conv` writes,
-    /// rounded to the output grid and pooled where the block does that,
-    /// into `done`: directly, or through `scratch` and then pooled.
-    fn finish_rows(&self, w: usize, n: usize, done: &mut [f32], scratch: &mut [f32], conv: impl FnOnce(&mut [&mut [f32]])) {
+    /// `n` block rows of `w` pixels at stride 1, which `conv` writes
+    /// (already `rounded` to the output grid, or rounded here), pooled
+    /// where the block does that, into `done`: directly, or through
+    /// `scratch` and then pooled.
+    fn finish_rows<F>(&self, (w, n): (usize, usize), done: &mut [f32], scratch: &mut [f32], (rounded, conv): (bool, F))
+    where
+        F: FnOnce(&mut [&mut [f32]]),
+    {
         let block = if self.pool { &mut scratch[..n * w] } else { &mut *done };
         let mut dst: Vec<&mut [f32]> = block.chunks_exact_mut(w).collect();
         conv(&mut dst);
-        if let Some(grid) = self.out_grid {
+        if let (Some(grid), false) = (self.out_grid, rounded) {
             fake_quant_in_place(block, grid);
         }
         if self.pool {
