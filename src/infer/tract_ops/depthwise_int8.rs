@@ -16,7 +16,7 @@
 //! tap, so where a sum lies within those roundings of a tie of the grid
 //! after the block, the two land a step apart.
 
-use super::fake_quant::{Grid, Rounding};
+use super::fake_quant::{Grid, MAGIC};
 use super::gemm_int8::{zero_shift, Dequantise, Vnni};
 use super::int8_weights;
 use tract_onnx::prelude::Tensor;
@@ -71,9 +71,9 @@ impl DotDepthwise {
     pub fn to_integers(&self, floats: &[f32], out: &mut [u8]) {
         assert!(out.len() >= floats.len(), "depthwise_int8: the integers do not fit");
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512 (checked just above); `out` holds
-            // `floats.len()` values (asserted above).
+        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bw") {
+            // SAFETY: the CPU has AVX-512 F and BW (checked just above);
+            // `out` holds `floats.len()` values (asserted above).
             return unsafe { to_integers_avx512(floats, self.grid, out) };
         }
         to_integers_loop(floats, self.grid, out);
@@ -84,7 +84,7 @@ impl DotDepthwise {
     /// last), each holding the output rows' `w` values and [`MARGIN`]
     /// more of [`Self::pad`] (whole rows of it past the plane's edges);
     /// negative outputs become 0 with `relu`, and then each is rounded to
-    /// `grid` and back where given ([`Rounding::apply`]).
+    /// `grid` and back where given (half to even, as the f32 block does).
     pub fn rows(&self, c: usize, rows: &[&[u8]], (relu, grid): (bool, Option<Grid>), out: &mut [&mut [f32]]) {
         let Some(w) = out.first().map(|o| o.len()) else { return };
         assert!(
@@ -93,18 +93,31 @@ impl DotDepthwise {
                 && out.iter().all(|o| o.len() == w),
             "depthwise_int8: one input row more on each side than output rows, each with its margin"
         );
-        let channel = Channel { columns: self.columns[c], out: self.outputs[c], relu, grid: grid.map(Grid::rounding) };
+        let (ch, pad) = (self.channel(c, relu, grid), self.pad());
         #[cfg(target_arch = "x86_64")]
-        let vnni = available();
+        if available() {
+            // SAFETY: the CPU has AVX-512 VNNI (checked just above); the
+            // rows hold their margins (asserted above).
+            unsafe { rows_vnni512(rows, pad, ch, out) };
+            return;
+        }
         for (r, out) in out.iter_mut().enumerate() {
-            #[cfg(target_arch = "x86_64")]
-            if vnni {
-                // SAFETY: the CPU has AVX-512 VNNI (checked just above);
-                // the rows hold their margins (asserted above).
-                unsafe { row_vnni512(&rows[r..r + 3], self.pad(), channel, out) };
-                continue;
+            row_plain(&rows[r..r + 3], pad, ch, out);
+        }
+    }
+
+    /// What channel `c`'s outputs take, with the ReLU and the grid given.
+    fn channel(&self, c: usize, relu: bool, grid: Option<Grid>) -> Channel {
+        let (out, columns) = (self.outputs[c], self.columns[c]);
+        let floor = |low: f32| if relu { low.max(0.0) } else { low };
+        match grid {
+            // The grid's steps (its scale is positive: a ReLU before the
+            // rounding is a floor of 0 steps).
+            Some(g) => {
+                let (low, high) = (floor(g.lo - g.zero_point), g.hi - g.zero_point);
+                Channel { columns, out: out.times(g.scale.recip()), low, high, scale: Some(g.scale) }
             }
-            row_plain(&rows[r..r + 3], self.pad(), channel, out);
+            None => Channel { columns, out, low: floor(f32::NEG_INFINITY), high: f32::INFINITY, scale: None },
         }
     }
 }
@@ -114,17 +127,35 @@ impl DotDepthwise {
 pub const MARGIN: usize = 32;
 
 /// What one channel's outputs take: its kernel's columns, how a sum
-/// becomes an output, the ReLU and the output grid.
+/// becomes an output (or, with a grid, its value in the grid's steps), the
+/// clamps (the grid's ends, the ReLU's 0) and the grid's scale.
 #[derive(Clone, Copy)]
 struct Channel {
     columns: [i32; 3],
     out: Dequantise,
-    relu: bool,
-    grid: Option<Rounding>,
+    low: f32,
+    high: f32,
+    scale: Option<f32>,
+}
+
+impl Channel {
+    /// The output of `sum`: clamped, then rounded half to even to a step
+    /// and times the grid's scale where there is a grid. A sum is never
+    /// NaN, so the comparisons are `max` and `min` as the CPU's.
+    #[inline(always)]
+    fn finish(self, sum: i32) -> f32 {
+        let t = self.out.apply(sum);
+        let t = if t > self.low { t } else { self.low };
+        let t = if t < self.high { t } else { self.high };
+        match self.scale {
+            Some(s) => ((t + MAGIC) - MAGIC) * s,
+            None => t,
+        }
+    }
 }
 
 /// One output row from its three input rows in plain loops: the reference
-/// the VNNI row is held to.
+/// the VNNI rows are held to.
 fn row_plain(rows: &[&[u8]], pad: u8, ch: Channel, out: &mut [f32]) {
     let w = out.len();
     for (x, y) in out.iter_mut().enumerate() {
@@ -137,50 +168,51 @@ fn row_plain(rows: &[&[u8]], pad: u8, ch: Channel, out: &mut [f32]) {
                 sum += i32::from(u) * i32::from(k[dy] as i8);
             }
         }
-        let v = ch.out.apply(sum);
-        let v = if ch.relu { v.max(0.0) } else { v };
-        *y = ch.grid.map_or(v, |g| g.apply(v));
+        *y = ch.finish(sum);
     }
 }
 
-/// [`row_plain`] with AVX-512 VNNI, 16 outputs at a time: the words of
-/// their 16 columns from the rows' bytes, the words left and right of them
-/// shifted in from the vectors before and after (the pad's before the
-/// first), the last outputs written through a mask.
+/// [`row_plain`] for each output row with AVX-512 VNNI, 16 outputs at a
+/// time: the words of their 16 columns from the rows' bytes, the words left
+/// and right of them shifted in from the vectors before and after (the
+/// pad's before the first), the last outputs written through a mask.
 ///
 /// # Safety
-/// The CPU has AVX-512 VNNI; each row holds [`MARGIN`] bytes past
-/// `out.len()`.
+/// The CPU has AVX-512 VNNI; `rows` holds two rows more than `out`, each
+/// with [`MARGIN`] bytes past the output rows' length.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vnni")]
-unsafe fn row_vnni512(rows: &[&[u8]], pad: u8, ch: Channel, out: &mut [f32]) {
+unsafe fn rows_vnni512(rows: &[&[u8]], pad: u8, ch: Channel, out: &mut [&mut [f32]]) {
     use std::arch::x86_64::*;
-    let w = out.len();
-    let (top, middle, bottom) = (rows[0].as_ptr(), rows[1].as_ptr(), rows[2].as_ptr());
     let bytes = |p: *const u8, x: usize| _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(x).cast()));
-    let words = |x: usize| {
-        let (t, m, b) = (bytes(top, x), bytes(middle, x), bytes(bottom, x));
-        _mm512_or_si512(_mm512_or_si512(t, _mm512_slli_epi32::<8>(m)), _mm512_slli_epi32::<16>(b))
-    };
     let taps = [0, 1, 2].map(|dx| _mm512_set1_epi32(ch.columns[dx]));
-    let mut before = _mm512_set1_epi32(i32::from_le_bytes([pad, pad, pad, 0]));
-    let mut here = words(0);
-    for x in (0..w).step_by(16) {
-        let after = words(x + 16);
-        let left = _mm512_alignr_epi32::<15>(here, before);
-        let right = _mm512_alignr_epi32::<1>(after, here);
-        let mut sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), left, taps[0]);
-        sums = _mm512_dpbusd_epi32(sums, here, taps[1]);
-        sums = _mm512_dpbusd_epi32(sums, right, taps[2]);
-        let v = ch.out.apply_avx512(sums);
-        let v = if ch.relu { _mm512_max_ps(v, _mm512_setzero_ps()) } else { v };
-        let v = match ch.grid {
-            Some(g) => g.apply_avx512(v),
-            None => v,
+    let (low, high) = (_mm512_set1_ps(ch.low), _mm512_set1_ps(ch.high));
+    let (magic, scale) = (_mm512_set1_ps(MAGIC), _mm512_set1_ps(ch.scale.unwrap_or(1.0)));
+    let pads = _mm512_set1_epi32(i32::from_le_bytes([pad, pad, pad, 0]));
+    for (r, out) in out.iter_mut().enumerate() {
+        let w = out.len();
+        let (top, middle, bottom) = (rows[r].as_ptr(), rows[r + 1].as_ptr(), rows[r + 2].as_ptr());
+        let words = |x: usize| {
+            let (t, m, b) = (bytes(top, x), bytes(middle, x), bytes(bottom, x));
+            _mm512_or_si512(_mm512_or_si512(t, _mm512_slli_epi32::<8>(m)), _mm512_slli_epi32::<16>(b))
         };
-        let lanes = (w - x).min(16);
-        _mm512_mask_storeu_ps(out.as_mut_ptr().add(x), (u32::MAX >> (32 - lanes)) as u16, v);
-        (before, here) = (here, after);
+        let (mut before, mut here) = (pads, words(0));
+        for x in (0..w).step_by(16) {
+            let after = words(x + 16);
+            let left = _mm512_alignr_epi32::<15>(here, before);
+            let right = _mm512_alignr_epi32::<1>(after, here);
+            let mut sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), left, taps[0]);
+            sums = _mm512_dpbusd_epi32(sums, here, taps[1]);
+            sums = _mm512_dpbusd_epi32(sums, right, taps[2]);
+            let t = _mm512_min_ps(_mm512_max_ps(ch.out.apply_avx512(sums), low), high);
+            let v = match ch.scale {
+                Some(_) => _mm512_mul_ps(_mm512_sub_ps(_mm512_add_ps(t, magic), magic), scale),
+                None => t,
+            };
+            let lanes = (w - x).min(16);
+            _mm512_mask_storeu_ps(out.as_mut_ptr().add(x), (u32::MAX >> (32 - lanes)) as u16, v);
+            (before, here) = (here, after);
+        }
     }
 }
 
@@ -192,20 +224,32 @@ fn to_integers_loop(floats: &[f32], grid: Grid, out: &mut [u8]) {
     }
 }
 
-/// [`DotDepthwise::to_integers`] with AVX-512, 16 values at a time.
+/// [`DotDepthwise::to_integers`] with AVX-512 (F and BW): 64 values at a
+/// time, packed to bytes in two steps that interleave the vectors' 128-bit
+/// lanes, then put back in order.
 ///
 /// # Safety
-/// The CPU has AVX-512; `out` holds `floats.len()` values.
+/// The CPU has AVX-512 F and BW; `out` holds `floats.len()` values.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
+#[target_feature(enable = "avx512f,avx512bw")]
 unsafe fn to_integers_avx512(floats: &[f32], grid: Grid, out: &mut [u8]) {
     use std::arch::x86_64::*;
-    let whole = floats.len() / 16 * 16;
-    for i in (0..whole).step_by(16) {
+    // Dword k of the packed bytes holds values 4k..4k + 3 of vector
+    // k % 4's lane k / 4; dword j of the output is vector j / 4, lane j % 4.
+    let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    let whole = floats.len() / 64 * 64;
+    for i in (0..whole).step_by(64) {
+        let u: [__m512i; 4] =
+            std::array::from_fn(|j| super::gemm_int8::integers_avx512(_mm512_loadu_ps(floats.as_ptr().add(i + 16 * j)), grid));
+        let bytes = _mm512_packus_epi16(_mm512_packus_epi32(u[0], u[1]), _mm512_packus_epi32(u[2], u[3]));
+        _mm512_storeu_si512(out.as_mut_ptr().add(i).cast(), _mm512_permutexvar_epi32(order, bytes));
+    }
+    let sixteens = floats.len() / 16 * 16;
+    for i in (whole..sixteens).step_by(16) {
         let u = super::gemm_int8::integers_avx512(_mm512_loadu_ps(floats.as_ptr().add(i)), grid);
         _mm_storeu_si128(out.as_mut_ptr().add(i).cast(), _mm512_cvtepi32_epi8(u));
     }
-    to_integers_loop(&floats[whole..], grid, &mut out[whole..]);
+    to_integers_loop(&floats[sixteens..], grid, &mut out[sixteens..]);
 }
 
 #[cfg(test)]
@@ -256,7 +300,7 @@ mod tests {
                 let mut out = vec![vec![f32::NAN; w]; h];
                 let mut refs: Vec<&mut [f32]> = out.iter_mut().map(|r| &mut r[..]).collect();
                 op.rows(c, &rows, (relu, grid), &mut refs);
-                let channel = Channel { columns: op.columns[c], out: op.outputs[c], relu, grid: grid.map(Grid::rounding) };
+                let channel = op.channel(c, relu, grid);
                 for (y, got) in out.iter().enumerate() {
                     let mut plain = vec![f32::NAN; w];
                     row_plain(&rows[y..y + 3], op.pad(), channel, &mut plain);
@@ -295,8 +339,9 @@ mod tests {
     fn the_integers_round_half_to_even_clamp_and_take_nan_as_zero() {
         let (kernels, bias, _, _) = case(1);
         let op = DotDepthwise::new(&kernels, &bias, GRID).unwrap();
-        // 37 values: ties both ways, the ends of the grid, beyond, NaN.
-        let mut floats: Vec<f32> = (-10..20).map(|k| (k as f32 + 0.5) * 0.0625).collect();
+        // 167 values (two runs of 64, then 16s, then single ones): ties
+        // both ways, the ends of the grid, beyond, NaN.
+        let mut floats: Vec<f32> = (-10..150).map(|k| (k as f32 + 0.5) * 0.0625).collect();
         floats.extend([-1.0, 0.0, 248.0 * 0.0625, 249.0 * 0.0625, 1e9, -1e9, f32::NAN]);
         let mut got = vec![0u8; floats.len()];
         op.to_integers(&floats, &mut got);

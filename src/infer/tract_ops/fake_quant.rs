@@ -133,7 +133,7 @@ impl Grid {
 
 /// 1.5 × 2^23: added to and taken from an f32 under 2^22, it rounds it to
 /// an integer, half to even.
-const MAGIC: f32 = 12_582_912.0;
+pub(super) const MAGIC: f32 = 12_582_912.0;
 
 /// One value to a [`Grid`] and back, for loops that vectorise.
 #[derive(Debug, Clone, Copy)]
