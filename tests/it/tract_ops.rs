@@ -51,6 +51,37 @@ fn max_difference(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).fold(0f32, |m, (p, q)| m.max((p - q).abs()))
 }
 
+/// The fused plan's outputs against tract's own (`stock`) for `file` on
+/// `input`: within `tolerance`. Where the plan runs the depthwise half of
+/// an INT8 block as integers (`+DepthwiseInt8`, with AVX-512 VNNI), its
+/// exact sums land a step of the grid away from tract's f32 ones at ties,
+/// and each such step travels on through the layers after it (on YuNet,
+/// 0.024 apart on average, 0.37 at most, of outputs up to 6.5). There, the
+/// outputs must be as close to the FP32 model's as tract's own INT8 ones
+/// are, on average within 5 % (both 0.049, the quantisation's own error)
+/// and at the worst within 25 % (0.68 against 0.73).
+fn assert_tracts_own(
+    file: &std::path::Path,
+    input: &Tensor,
+    fused: (&[f32], &[String]),
+    stock: &[f32],
+    tolerance: f32,
+) {
+    let (fused, ops) = fused;
+    if !ops.iter().any(|o| o.contains("+DepthwiseInt8")) {
+        let diff = max_difference(fused, stock);
+        assert!(diff <= tolerance, "{}: differs from tract's by {diff}", file.display());
+        return;
+    }
+    let name = file.file_name().unwrap().to_string_lossy().replace("_int8", "");
+    let (fp32, _) = run(&load(TractBackend::default(), &shared(&format!("models/{name}")), input.shape()), input);
+    let mean = |x: &[f32]| x.iter().zip(&fp32).map(|(a, b)| f64::from((a - b).abs())).sum::<f64>() / x.len() as f64;
+    let (ours, tracts) = (mean(fused), mean(stock));
+    assert!(ours <= 1.05 * tracts, "{}: {ours} from FP32 on average, tract's own {tracts}", file.display());
+    let (ours, tracts) = (max_difference(fused, &fp32), max_difference(stock, &fp32));
+    assert!(ours <= 1.25 * tracts, "{}: {ours} from FP32 at the worst, tract's own {tracts}", file.display());
+}
+
 /// The outputs of one run and the op names of the plan's nodes.
 fn run(model: &Arc<dyn Model>, input: &Tensor) -> (Vec<f32>, Vec<String>) {
     let name = model.inputs()[0].name.clone();
@@ -94,8 +125,7 @@ fn the_2x2_max_pool_gives_tracts_own_outputs_to_1e_5() {
         assert_eq!(pools, 4, "{}: every pool runs fused", file.display());
         assert_eq!(count(&stock_ops, "FusiondMaxPool2x2"), 0);
         assert_eq!(count(&fused_ops, "OptMaxPool"), 0);
-        let diff = max_difference(&fused, &stock);
-        assert!(diff <= 1e-5, "{}: the 2x2 pool differs from tract's by {diff}", file.display());
+        assert_tracts_own(&file, &input, (&fused, &fused_ops), &stock, 1e-5);
     }
 }
 
@@ -133,8 +163,7 @@ fn the_pointwise_convolutions_give_tracts_own_outputs_to_1e_5() {
         assert!(stock_ops.iter().all(|o| !o.starts_with("Fusiond")));
         let scale = stock.iter().fold(0f32, |m, v| m.max(v.abs()));
         assert!(scale > 1.0, "{}: real outputs, not zeros: {scale}", file.display());
-        let diff = max_difference(&fused, &stock);
-        assert!(diff <= 1e-5 * scale, "{}: differs from tract's by {diff} (largest output {scale})", file.display());
+        assert_tracts_own(&file, &input, (&fused, &fused_ops), &stock, 1e-5 * scale);
     }
 }
 
@@ -156,8 +185,7 @@ fn the_fused_quantise_dequantise_pairs_give_tracts_own_outputs_to_1e_5() {
         assert_eq!(pairs, stock_pairs, "{}: tract's own plan quantises in as many places", file.display());
         let scale = stock.iter().fold(0f32, |m, v| m.max(v.abs()));
         assert!(scale > 0.1, "real outputs, not zeros: {scale}");
-        let diff = max_difference(&fused, &stock);
-        assert!(diff <= 1e-5, "{}: the fused pairs differ from tract's by {diff}", file.display());
+        assert_tracts_own(&file, input, (&fused, &fused_ops), &stock, 1e-5);
     }
 }
 

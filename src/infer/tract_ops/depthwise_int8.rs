@@ -239,8 +239,9 @@ unsafe fn to_integers_avx512(floats: &[f32], grid: Grid, out: &mut [u8]) {
     let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     let whole = floats.len() / 64 * 64;
     for i in (0..whole).step_by(64) {
-        let u: [__m512i; 4] =
-            std::array::from_fn(|j| super::gemm_int8::integers_avx512(_mm512_loadu_ps(floats.as_ptr().add(i + 16 * j)), grid));
+        let u: [__m512i; 4] = std::array::from_fn(|j| {
+            super::gemm_int8::integers_avx512(_mm512_loadu_ps(floats.as_ptr().add(i + 16 * j)), grid)
+        });
         let bytes = _mm512_packus_epi16(_mm512_packus_epi32(u[0], u[1]), _mm512_packus_epi32(u[2], u[3]));
         _mm512_storeu_si512(out.as_mut_ptr().add(i).cast(), _mm512_permutexvar_epi32(order, bytes));
     }
@@ -295,8 +296,15 @@ mod tests {
                 }
             }
             let pads = vec![op.pad(); w + MARGIN];
-            let rows: Vec<&[u8]> = std::iter::once(&pads[..]).chain(plane.iter().map(|r| &r[..])).chain([&pads[..]]).collect();
-            for (c, relu, grid) in [(0, false, None), (1, true, None), (2, false, None), (3, false, Some(out_grid)), (4, true, Some(out_grid))] {
+            let rows: Vec<&[u8]> =
+                std::iter::once(&pads[..]).chain(plane.iter().map(|r| &r[..])).chain([&pads[..]]).collect();
+            for (c, relu, grid) in [
+                (0, false, None),
+                (1, true, None),
+                (2, false, None),
+                (3, false, Some(out_grid)),
+                (4, true, Some(out_grid)),
+            ] {
                 let mut out = vec![vec![f32::NAN; w]; h];
                 let mut refs: Vec<&mut [f32]> = out.iter_mut().map(|r| &mut r[..]).collect();
                 op.rows(c, &rows, (relu, grid), &mut refs);
@@ -319,9 +327,19 @@ mod tests {
                         let exact = (0..9).map(tap).sum::<f64>() + f64::from(bias[c]);
                         let exact = if relu { exact.max(0.0) } else { exact };
                         let at = format!("channel {c} at {y},{x} of {h}×{w}");
-                        assert_eq!(got[x].to_bits(), plain[x].to_bits(), "{at}: {} against the plain row's {}", got[x], plain[x]);
+                        assert_eq!(
+                            got[x].to_bits(),
+                            plain[x].to_bits(),
+                            "{at}: {} against the plain row's {}",
+                            got[x],
+                            plain[x]
+                        );
                         match grid {
-                            None => assert!((f64::from(got[x]) - exact).abs() <= 1e-6 * (1.0 + exact.abs()), "{at}: {} against {exact}", got[x]),
+                            None => assert!(
+                                (f64::from(got[x]) - exact).abs() <= 1e-6 * (1.0 + exact.abs()),
+                                "{at}: {} against {exact}",
+                                got[x]
+                            ),
                             Some(g) => {
                                 let step = (f64::from(got[x]) / f64::from(g.scale)).round();
                                 assert!((-100.0..=155.0).contains(&step), "{at}: {} is off the grid", got[x]);

@@ -61,7 +61,9 @@ pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Op
     let (dw, dw_bias, stride) = (dw.kernels.clone(), dw.bias.clone(), dw.stride);
     let pw = if mid_relu { pw.with_relu() } else { pw.clone() };
     let int8 = match mid_grid {
-        Some(grid) if stride == 1 && depthwise_int8::available() => DotDepthwise::new(&dw, &dw_bias, grid).map(Arc::new),
+        Some(grid) if stride == 1 && depthwise_int8::available() => {
+            DotDepthwise::new(&dw, &dw_bias, grid).map(Arc::new)
+        }
         _ => None,
     };
     let op = PointwiseDepthwise { pw, mid_grid, dw, dw_bias, stride, relu, out_grid, pool, int8 };
@@ -403,7 +405,17 @@ mod tests {
                 let pw = Packed::new(&pw_w, &pw_b, co, ci);
                 let pw = if relu { pw.with_relu() } else { pw };
                 let (dw, dw_bias) = (Arc::new(kernels(&values(co * 9, 3))), Arc::new(values(co, 4)));
-                let op = PointwiseDepthwise { pw, mid_grid: None, dw, dw_bias, stride, relu, out_grid: None, pool, int8: None };
+                let op = PointwiseDepthwise {
+                    pw,
+                    mid_grid: None,
+                    dw,
+                    dw_bias,
+                    stride,
+                    relu,
+                    out_grid: None,
+                    pool,
+                    int8: None,
+                };
                 let x = values(ci * h * w, 5);
                 let mut want = reference(&x, &op, (&pw_w, &pw_b), h, w);
                 if pool {
@@ -446,7 +458,8 @@ mod tests {
             assert!(int8.is_some(), "integer kernels found again");
             let (dw, dw_bias) = (Arc::new(dw.clone()), Arc::new(values(co, 4)));
             let (mid_grid, out_grid) = (Some(mid), Some(out));
-            let op = PointwiseDepthwise { pw: pw.clone(), mid_grid, dw, dw_bias, stride: 1, relu, out_grid, pool, int8 };
+            let op =
+                PointwiseDepthwise { pw: pw.clone(), mid_grid, dw, dw_bias, stride: 1, relu, out_grid, pool, int8 };
             let f32_op = PointwiseDepthwise { int8: None, ..op.clone() };
             for threads in [1, 3] {
                 let (got, want) = (run(&op, &x, (h, w), threads), run(&f32_op, &x, (h, w), threads));
