@@ -201,7 +201,7 @@ where
         for (q, block) in scratch.chunks_exact_mut(ci * px).take(count).enumerate() {
             let p = (first + q) * px;
             for (k, line) in block.chunks_exact_mut(px).enumerate() {
-                copy_line(line, &x.data[k * x.stride + p..][..px]);
+                line.copy_from_slice(&x.data[k * x.stride + p..][..px]);
             }
         }
         let copied = Run { data: &scratch[..count * ci * px], stride: px, n: count * px };
@@ -210,26 +210,6 @@ where
     let tail = (n - blocks * px) / lanes * lanes;
     tile(&Run { data: &x.data[blocks * px..], stride: x.stride, n: tail }, lanes, false, y, blocks * px);
     blocks * px + tail
-}
-
-/// `src` into `dst`, as long: the kernels' lines (48 or 24 values) as
-/// arrays of that size, which the compiler copies in a few vector moves
-/// rather than a call of `memcpy` (15–19 % of YuNet's time, one thread).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn copy_line(dst: &mut [f32], src: &[f32]) {
-    fn fixed<const N: usize>(dst: &mut [f32], src: &[f32]) -> bool {
-        match (<&mut [f32; N]>::try_from(dst), <&[f32; N]>::try_from(src)) {
-            (Ok(dst), Ok(src)) => {
-                *dst = *src;
-                true
-            }
-            _ => false,
-        }
-    }
-    if !(fixed::<48>(dst, src) || fixed::<24>(dst, src)) {
-        dst.copy_from_slice(src);
-    }
 }
 
 /// The most bytes of input [`runs`] copies at once: every output tile reads
