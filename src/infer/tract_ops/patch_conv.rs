@@ -13,14 +13,14 @@
 //! of [`gemm_conv`], whose sums are those of tract's product (bit for bit
 //! in `tests/it/tract_ops.rs`).
 
-use super::fake_quant::{fake_quant_in_place, Grid};
+use super::fake_quant::Grid;
 use super::gather::gather;
 use super::gemm_conv;
 use super::gemm_int8::{self, DotWeights, Vnni};
 use super::gemm_kernel::{self, GemmWeights, Panels};
 use super::geometry::Geometry;
 use super::int8_weights::Int8Weights;
-use super::pointwise_kernel::{pointwise, Packed, Run};
+use super::pointwise_kernel::{pointwise, Packed, Run, Tiles};
 use super::share_rows;
 use super::{next_tail, Tail};
 use std::ops::Range;
@@ -189,15 +189,8 @@ impl PatchConv {
             self.im2col(x, y0..y1, &mut patches[..taps * n]);
             let patch_run = Run { data: &patches[..taps * n], stride: n, n };
             let mut rows: Vec<&mut [f32]> = out.iter_mut().map(|o| &mut o[(y0 - range.start) * ow..][..n]).collect();
-            pointwise(patch_run, pw.tiles(0..co), &mut rows);
-            for row in rows {
-                if self.relu {
-                    row.iter_mut().for_each(|v| *v = v.max(0.0));
-                }
-                if let Some(grid) = self.out_grid {
-                    fake_quant_in_place(row, grid);
-                }
-            }
+            let tiles = Tiles { relu: self.relu, round: self.out_grid, ..pw.tiles(0..co) };
+            pointwise(patch_run, tiles, &mut rows);
         }
     }
 

@@ -287,6 +287,31 @@ mod tests {
         }
     }
 
+    /// An INT8 graph's rounding taken into the tiles (in registers with
+    /// AVX-512, a pass after the AVX2 tiles, per value in the scalar tail)
+    /// gives the pass after them, to the bit, with and without the ReLU.
+    #[test]
+    fn the_rounding_in_the_tiles_is_the_pass_after_them_to_the_bit() {
+        use super::super::fake_quant::{fake_quant_in_place, Grid};
+        use super::super::pointwise_kernel::{pointwise, Run, Tiles};
+        let grid = Grid { scale: 0.03, zero_point: 40.0, lo: 0.0, hi: 255.0 };
+        for (ci, co, hw) in [(16, 16, 48 * 9 + 16 + 5), (3, 6, 53), (40, 9, 100)] {
+            let (x, w, b) = (values(ci * hw, 1), values(co * ci, 2), values(co, 3));
+            for packed in [Packed::new(&w, &b, co, ci), Packed::new(&w, &b, co, ci).with_relu()] {
+                let mut planes = [vec![f32::NAN; co * hw], vec![f32::NAN; co * hw]];
+                for (plane, round) in planes.iter_mut().zip([Some(grid), None]) {
+                    let mut rows: Vec<&mut [f32]> = plane.chunks_exact_mut(hw).collect();
+                    let run = Run { data: &x, stride: hw, n: hw };
+                    pointwise(run, Tiles { round, ..packed.tiles(0..co) }, &mut rows);
+                }
+                let [rounded, mut after] = planes;
+                fake_quant_in_place(&mut after, grid);
+                let same = rounded.iter().zip(&after).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "ci {ci} co {co} hw {hw}, relu {}: the rounding differs", packed.relu());
+            }
+        }
+    }
+
     #[test]
     fn the_op_applies_only_to_constant_1x1_f32_weights_that_fit_the_input() {
         let x = f32::fact([1, 3, 4, 4]);

@@ -7,6 +7,7 @@
 //! fed per input channel by three pixel loads and four broadcast weights;
 //! with AVX-512, tiles of 48 pixels, three 16-lane vectors.
 
+use super::fake_quant::{fake_quant_in_place, Grid};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -83,6 +84,7 @@ impl Packed {
             ci: self.ci,
             co: channels.len(),
             relu: self.relu,
+            round: None,
         }
     }
 
@@ -114,7 +116,9 @@ pub fn kernel_available() -> bool {
 
 /// Packed weights of some output channels: tile `t`, input channel `k`,
 /// lane `j` at `(t * ci + k) * TILE_CO + j` (lanes past `co` are zero), and
-/// the biases in the same lanes; with `relu`, negative outputs become 0.
+/// the biases in the same lanes; with `relu`, negative outputs become 0,
+/// and with `round`, each output is then rounded to a grid and back (in
+/// registers on AVX-512, by [`fake_quant_in_place`] after AVX2 tiles).
 #[derive(Clone, Copy, Debug)]
 pub struct Tiles<'a> {
     pub weights: &'a [f32],
@@ -122,6 +126,7 @@ pub struct Tiles<'a> {
     pub ci: usize,
     pub co: usize,
     pub relu: bool,
+    pub round: Option<Grid>,
 }
 
 /// A run of `n` pixels of some channels, their planes `stride` values apart
@@ -149,11 +154,18 @@ pub fn pointwise(x: Run, tiles: Tiles, y: &mut [&mut [f32]]) {
             && tiles.bias.len() >= padded,
         "pointwise: inputs do not fit the output run"
     );
+    let rounding = tiles.round.map(Grid::rounding);
     #[cfg(target_arch = "x86_64")]
     let done = if kernel_available() {
+        let wide = std::arch::is_x86_feature_detected!("avx512f");
         // SAFETY: the CPU has AVX2 and FMA, and AVX-512F when asked; the
         // slices' lengths are checked above.
-        unsafe { runs_simd(&x, tiles, y, std::arch::is_x86_feature_detected!("avx512f")) }
+        let done = unsafe { runs_simd(&x, tiles, y, wide) };
+        // The AVX2 tiles leave the rounding to a pass of its own.
+        if let (Some(grid), false) = (tiles.round, wide) {
+            y.iter_mut().for_each(|row| fake_quant_in_place(&mut row[..done], grid));
+        }
+        done
     } else {
         0
     };
@@ -167,7 +179,8 @@ pub fn pointwise(x: Run, tiles: Tiles, y: &mut [&mut [f32]]) {
             let first = if ci <= BIAS_FIRST_UP_TO { tiles.bias[o] } else { 0.0 };
             let sum = column.zip(w.iter().skip(j).step_by(TILE_CO)).fold(first, |a, (x, w)| a + w * x);
             let sum = if ci > BIAS_FIRST_UP_TO { sum + tiles.bias[o] } else { sum };
-            *out = if tiles.relu { sum.max(0.0) } else { sum };
+            let v = if tiles.relu { sum.max(0.0) } else { sum };
+            *out = rounding.map_or(v, |r| r.apply(v));
         }
     }
 }
@@ -329,6 +342,7 @@ unsafe fn tiles_avx512<const V: usize, const BIAS_LAST: bool>(
 ) {
     use std::arch::x86_64::*;
     let (ci, co) = (tiles.ci, tiles.co);
+    let rounding = tiles.round.map(Grid::rounding);
     for (t, w) in tiles.weights.chunks_exact(ci * TILE_CO).take(co.div_ceil(TILE_CO)).enumerate() {
         let bias: [__m512; TILE_CO] =
             std::array::from_fn(|j| _mm512_set1_ps(*tiles.bias.get_unchecked(t * TILE_CO + j)));
@@ -356,6 +370,10 @@ unsafe fn tiles_avx512<const V: usize, const BIAS_LAST: bool>(
                 for (i, a) in lane.iter().enumerate() {
                     let a = if BIAS_LAST { _mm512_add_ps(*a, *b) } else { *a };
                     let a = if tiles.relu { _mm512_max_ps(a, _mm512_setzero_ps()) } else { a };
+                    let a = match rounding {
+                        Some(r) => r.apply_avx512(a),
+                        None => a,
+                    };
                     _mm512_storeu_ps(dst.add(16 * i), a);
                 }
             }

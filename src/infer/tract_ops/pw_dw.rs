@@ -21,7 +21,7 @@ use super::depthwise_kernel::{depthwise_rows, depthwise_rows_s2};
 use super::fake_quant::{fake_quant_in_place, Grid};
 use super::fake_quant_grid;
 use super::max_pool::{pool_rows, MaxPool2x2};
-use super::pointwise_kernel::{pointwise, Packed, Run};
+use super::pointwise_kernel::{pointwise, Packed, Run, Tiles};
 use super::{is_relu, share_rows};
 use std::ops::Range;
 use std::sync::Arc;
@@ -201,16 +201,15 @@ impl PointwiseDepthwise {
             let x_run = Run { data: &x[first * w..], stride: h * w, n };
             let mut rows: Vec<&mut [f32]> =
                 mid.chunks_exact_mut(stride).map(|plane| &mut plane[(first - lo) * w..][..n]).collect();
-            pointwise(x_run, self.pw.tiles(0..co), &mut rows);
-            match (&self.int8, self.mid_grid) {
-                (Some(int8), _) => {
-                    for (new, plane) in rows.iter().zip(ints.chunks_exact_mut(istride)) {
-                        let at = plane[(first - lo) * pitch..].chunks_exact_mut(pitch);
-                        new.chunks_exact(w).zip(at).for_each(|(row, ints)| int8.to_integers(row, ints));
-                    }
+            // The mid grid's rounding: in the pointwise tiles, or on the
+            // way to the integers.
+            let round = if self.int8.is_some() { None } else { self.mid_grid };
+            pointwise(x_run, Tiles { round, ..self.pw.tiles(0..co) }, &mut rows);
+            if let Some(int8) = &self.int8 {
+                for (new, plane) in rows.iter().zip(ints.chunks_exact_mut(istride)) {
+                    let at = plane[(first - lo) * pitch..].chunks_exact_mut(pitch);
+                    new.chunks_exact(w).zip(at).for_each(|(row, ints)| int8.to_integers(row, ints));
                 }
-                (None, Some(grid)) => rows.iter_mut().for_each(|row| fake_quant_in_place(row, grid)),
-                (None, None) => {}
             }
             (next, held) = (hi, lo);
             let (a, b) = (y0 - range.start, y1 - range.start);
