@@ -261,8 +261,15 @@ mod tests {
     const GRID: Grid = Grid { scale: 0.0625, zero_point: 7.0, lo: 0.0, hi: 255.0 };
 
     /// Kernels of integers times a scale per channel (one reaching only
-    /// ±90, one all zeros), and biases.
-    fn case(channels: usize) -> (Vec<[f32; 9]>, Vec<f32>, Vec<[i8; 9]>, Vec<f32>) {
+    /// ±90, one all zeros), their integers and scales, and biases.
+    struct Case {
+        kernels: Vec<[f32; 9]>,
+        bias: Vec<f32>,
+        ints: Vec<[i8; 9]>,
+        scales: Vec<f32>,
+    }
+
+    fn case(channels: usize) -> Case {
         let mut ints = vec![];
         let mut kernels = vec![];
         for c in 0..channels {
@@ -279,12 +286,12 @@ mod tests {
         }
         let scales = (0..channels).map(|c| 0.003 + c as f32 * 2e-4).collect();
         let bias = (0..channels).map(|c| c as f32 * 0.125 - 0.5).collect();
-        (kernels, bias, ints, scales)
+        Case { kernels, bias, ints, scales }
     }
 
     #[test]
     fn every_output_is_the_exact_sum_rounded_once_and_the_vnni_row_is_the_plain_one() {
-        let (kernels, bias, ints, scales) = case(6);
+        let Case { kernels, bias, ints, scales } = case(6);
         let op = DotDepthwise::new(&kernels, &bias, GRID).expect("integer kernels found again");
         let out_grid = Grid { scale: 0.1, zero_point: 100.0, lo: 0.0, hi: 255.0 };
         for (h, w) in [(1, 1), (3, 9), (5, 16), (4, 17), (2, 45)] {
@@ -355,7 +362,7 @@ mod tests {
 
     #[test]
     fn the_integers_round_half_to_even_clamp_and_take_nan_as_zero() {
-        let (kernels, bias, _, _) = case(1);
+        let Case { kernels, bias, .. } = case(1);
         let op = DotDepthwise::new(&kernels, &bias, GRID).unwrap();
         // 167 values (two runs of 64, then 16s, then single ones): ties
         // both ways, the ends of the grid, beyond, NaN.
