@@ -7,7 +7,7 @@
 //! fed per input channel by three pixel loads and four broadcast weights;
 //! with AVX-512, tiles of 48 pixels, three 16-lane vectors.
 
-use super::fake_quant::{fake_quant_in_place, Grid};
+use super::fake_quant::Grid;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -118,7 +118,8 @@ pub fn kernel_available() -> bool {
 /// lane `j` at `(t * ci + k) * TILE_CO + j` (lanes past `co` are zero), and
 /// the biases in the same lanes; with `relu`, negative outputs become 0,
 /// and with `round`, each output is then rounded to a grid and back (in
-/// registers on AVX-512, by [`fake_quant_in_place`] after AVX2 tiles).
+/// registers on AVX-512, by [`super::fake_quant::fake_quant_in_place`]
+/// after AVX2 tiles).
 #[derive(Clone, Copy, Debug)]
 pub struct Tiles<'a> {
     pub weights: &'a [f32],
@@ -163,7 +164,7 @@ pub fn pointwise(x: Run, tiles: Tiles, y: &mut [&mut [f32]]) {
         let done = unsafe { runs_simd(&x, tiles, y, wide) };
         // The AVX2 tiles leave the rounding to a pass of its own.
         if let (Some(grid), false) = (tiles.round, wide) {
-            y.iter_mut().for_each(|row| fake_quant_in_place(&mut row[..done], grid));
+            y.iter_mut().for_each(|row| super::fake_quant::fake_quant_in_place(&mut row[..done], grid));
         }
         done
     } else {
