@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 3eab92e21e10a3156cc09194ead21426f1ede01a4d7c61ff966ab51fdbe5ab79
-SRCREV = "1d2214d990c2811ec7955eb46c376d4326463295"
+# fusiond-inputs: 7fefe2190b7e2e227af69ff2fd9598160905de2776ec6812fd6024055f754b43
+SRCREV = "8fb3d68dbf9ff0638d0f5e3ef6f31e3e86d32dae"
 
 S = "${WORKDIR}/git"
 
