@@ -158,7 +158,7 @@ impl PointwiseDepthwise {
     /// Block rows `range` (before pooling) of every plane into `out` (one
     /// slice a plane, holding those rows, or the pooled rows of them), a
     /// few rows at a time: each step computes the pointwise rows it needs
-    /// into `mid`, past those it keeps from the step before.
+    /// into [`Held`], past those it keeps from the step before.
     fn rows(&self, x: &[f32], (h, w): (usize, usize), range: Range<usize>, mut out: Vec<&mut [f32]>) {
         let (co, s) = (self.pw.channels().1, self.stride);
         let ow = self.out_size(h, w).1;
@@ -167,71 +167,72 @@ impl PointwiseDepthwise {
         let step = if s == 2 { (held_rows - 1) / 2 } else { held_rows - 2 };
         // Pooled, a step takes whole pairs of rows (`range` starts even).
         let step = if self.pool { (step & !1).max(2) } else { step };
-        let stride = (s * step + 2) * w;
-        let mut mid = vec![0f32; co * stride];
-        // As integers for the depthwise half where it runs on them, each
-        // row with its margin; rows of the pad past the plane's edges.
-        let pitch = w + MARGIN;
-        let pad = self.int8.as_ref().map_or(0, |d| d.pad());
-        let istride = if self.int8.is_some() { stride / w * pitch } else { 0 };
-        let mut ints = vec![pad; co * istride];
-        let pads = vec![pad; pitch];
-        // The rows past the plane's top and bottom edges.
-        let zeros = vec![0f32; w];
+        let mut held = Held::new(co, s * step + 2, w, self.int8.as_ref().map(|d| d.pad()));
         // A step's block rows before pooling and a row of scratch, or the
         // stride-2 kernel's split rows.
         let mut scratch = vec![0f32; if self.pool { (step + 1) * w } else { 0 }];
         // The next pointwise row to compute, and the row in the first slot.
-        let (mut next, mut held) = (0, 0);
+        let (mut next, mut first_slot) = (0, 0);
         for y0 in range.clone().step_by(step) {
             let y1 = (y0 + step).min(range.end);
             // Block row y reads pointwise rows s × y - 1 to s × y + 1.
             let (lo, hi) = ((s * y0).saturating_sub(1), (s * (y1 - 1) + 2).min(h));
             if next > lo {
-                for plane in mid.chunks_exact_mut(stride) {
-                    plane.copy_within((lo - held) * w..(next - held) * w, 0);
-                }
-                // (No planes when the depthwise half runs in f32.)
-                for plane in ints.chunks_exact_mut(istride.max(1)) {
-                    plane.copy_within((lo - held) * pitch..(next - held) * pitch, 0);
-                }
+                held.keep(lo - first_slot..next - first_slot);
             }
             let first = next.max(lo);
-            let n = (hi - first) * w;
-            let x_run = Run { data: &x[first * w..], stride: h * w, n };
-            let mut rows: Vec<&mut [f32]> =
-                mid.chunks_exact_mut(stride).map(|plane| &mut plane[(first - lo) * w..][..n]).collect();
-            // The mid grid's rounding: in the pointwise tiles, or on the
-            // way to the integers.
-            let round = if self.int8.is_some() { None } else { self.mid_grid };
-            pointwise(x_run, Tiles { round, ..self.pw.tiles(0..co) }, &mut rows);
-            if let Some(int8) = &self.int8 {
-                for (new, plane) in rows.iter().zip(ints.chunks_exact_mut(istride)) {
-                    let at = plane[(first - lo) * pitch..].chunks_exact_mut(pitch);
-                    new.chunks_exact(w).zip(at).for_each(|(row, ints)| int8.to_integers(row, ints));
-                }
-            }
-            (next, held) = (hi, lo);
+            self.pointwise_rows(x, (h, w), &mut held, (first - lo, first..hi));
+            (next, first_slot) = (hi, lo);
             let (a, b) = (y0 - range.start, y1 - range.start);
             let done = if self.pool { (a / 2 * ow, b / 2 * ow) } else { (a * ow, b * ow) };
-            // Pointwise rows s × y0 - 1 to s × (y1 - 1) + 1, the edges' rows
-            // past the plane.
-            let wanted = (s * y0..s * (y1 - 1) + 3).map(|r| r.checked_sub(1).filter(|r| *r >= lo && *r < hi));
+            // The slots of pointwise rows s × y0 - 1 to s × (y1 - 1) + 1;
+            // none for the rows past the plane's edges.
+            let wanted: Vec<Option<usize>> = (s * y0..s * (y1 - 1) + 3)
+                .map(|r| r.checked_sub(1).filter(|r| *r >= lo && *r < hi).map(|r| r - lo))
+                .collect();
             for (c, out) in out.iter_mut().enumerate() {
-                let done = &mut out[done.0..done.1];
-                if let Some(int8) = &self.int8 {
-                    let plane = &ints[c * istride..][..istride];
-                    let inputs: Vec<&[u8]> =
-                        wanted.clone().map(|r| r.map_or(&pads[..], |r| &plane[(r - lo) * pitch..][..pitch])).collect();
-                    let dst = |rows: &mut [&mut [f32]]| int8.rows(c, &inputs, (self.relu, self.out_grid), rows);
-                    self.finish_rows((w, inputs.len() - 2), done, &mut scratch, (true, dst));
-                } else {
-                    let plane = &mid[c * stride..][..stride];
-                    let inputs: Vec<&[f32]> =
-                        wanted.clone().map(|r| r.map_or(&zeros[..], |r| &plane[(r - lo) * w..][..w])).collect();
-                    self.finish(c, &inputs, done, &mut scratch);
-                }
+                self.finish_channel(c, &held, &wanted, &mut out[done.0..done.1], &mut scratch);
             }
+        }
+    }
+
+    /// Pointwise rows `rows` of every plane into `held`'s slots from
+    /// `slot`: rounded to the middle grid in the tiles, or on the way to
+    /// the integers where the depthwise half runs on them.
+    fn pointwise_rows(&self, x: &[f32], (h, w): (usize, usize), held: &mut Held, (slot, rows): (usize, Range<usize>)) {
+        let n = rows.len() * w;
+        let x_run = Run { data: &x[rows.start * w..], stride: h * w, n };
+        let mut new: Vec<&mut [f32]> =
+            held.mid.chunks_exact_mut(held.stride).map(|plane| &mut plane[slot * w..][..n]).collect();
+        let round = if self.int8.is_some() { None } else { self.mid_grid };
+        pointwise(x_run, Tiles { round, ..self.pw.tiles(0..self.pw.channels().1) }, &mut new);
+        if let Some(int8) = &self.int8 {
+            let pitch = w + MARGIN;
+            for (new, plane) in new.iter().zip(held.ints.chunks_exact_mut(held.istride)) {
+                let at = plane[slot * pitch..].chunks_exact_mut(pitch);
+                new.chunks_exact(w).zip(at).for_each(|(row, ints)| int8.to_integers(row, ints));
+            }
+        }
+    }
+
+    /// Channel `c`'s block rows of a step into `done`, from the slots
+    /// `wanted` of its pointwise rows.
+    fn finish_channel(
+        &self,
+        c: usize,
+        held: &Held,
+        wanted: &[Option<usize>],
+        done: &mut [f32],
+        scratch: &mut Vec<f32>,
+    ) {
+        if let Some(int8) = &self.int8 {
+            let inputs: Vec<&[u8]> = wanted.iter().map(|r| r.map_or(&held.pads[..], |r| held.ints_row(c, r))).collect();
+            let dst = |rows: &mut [&mut [f32]]| int8.rows(c, &inputs, (self.relu, self.out_grid), rows);
+            self.finish_rows((held.w, inputs.len() - 2), done, scratch, (true, dst));
+        } else {
+            let inputs: Vec<&[f32]> =
+                wanted.iter().map(|r| r.map_or(&held.zeros[..], |r| held.mid_row(c, r))).collect();
+            self.finish(c, &inputs, done, scratch);
         }
     }
 
@@ -272,6 +273,53 @@ impl PointwiseDepthwise {
                 pool_rows(&pair[..w], &pair[w..], line, scratch);
             }
         }
+    }
+}
+
+/// The pointwise rows a thread keeps from one step to the next, in slots of
+/// a row for each plane: as f32, and as integers (each row followed by its
+/// [`MARGIN`] of the pad) where the depthwise half runs on them; and the
+/// rows that stand for those past the plane's edges.
+struct Held {
+    w: usize,
+    mid: Vec<f32>,
+    stride: usize,
+    ints: Vec<u8>,
+    istride: usize,
+    zeros: Vec<f32>,
+    pads: Vec<u8>,
+}
+
+impl Held {
+    /// `slots` rows of `w` values for each of `co` planes; integers too
+    /// where their `pad` is given.
+    fn new(co: usize, slots: usize, w: usize, pad: Option<u8>) -> Held {
+        let (stride, pitch) = (slots * w, w + MARGIN);
+        let istride = if pad.is_some() { slots * pitch } else { 0 };
+        let pad = pad.unwrap_or(0);
+        let (mid, ints) = (vec![0f32; co * stride], vec![pad; co * istride]);
+        Held { w, mid, stride, ints, istride, zeros: vec![0f32; w], pads: vec![pad; pitch] }
+    }
+
+    /// Moves the rows in slots `from` to the first slots.
+    fn keep(&mut self, from: Range<usize>) {
+        let (w, pitch) = (self.w, self.w + MARGIN);
+        for plane in self.mid.chunks_exact_mut(self.stride) {
+            plane.copy_within(from.start * w..from.end * w, 0);
+        }
+        // (No planes when the depthwise half runs in f32.)
+        for plane in self.ints.chunks_exact_mut(self.istride.max(1)) {
+            plane.copy_within(from.start * pitch..from.end * pitch, 0);
+        }
+    }
+
+    fn mid_row(&self, c: usize, slot: usize) -> &[f32] {
+        &self.mid[c * self.stride + slot * self.w..][..self.w]
+    }
+
+    fn ints_row(&self, c: usize, slot: usize) -> &[u8] {
+        let pitch = self.w + MARGIN;
+        &self.ints[c * self.istride + slot * pitch..][..pitch]
     }
 }
 
