@@ -12,6 +12,10 @@
 //! fifth), it is taken in too: the block then writes a quarter of its
 //! output, and the pooling shares the block's threads.
 //!
+//! In an INT8 block at stride 1, on a CPU with AVX-512 VNNI, the depthwise
+//! half runs as integers ([`super::depthwise_int8`]): the rows kept are
+//! then the pointwise output's integers on its grid.
+//!
 //! [`fuse`] replaces the nodes from a [`super::pointwise::PointwiseConv`]'s `declutter`, so it
 //! applies wherever that kernel does (x86_64 with AVX2 and FMA).
 
