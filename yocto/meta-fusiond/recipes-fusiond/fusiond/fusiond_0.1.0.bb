@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 7fefe2190b7e2e227af69ff2fd9598160905de2776ec6812fd6024055f754b43
-SRCREV = "8fb3d68dbf9ff0638d0f5e3ef6f31e3e86d32dae"
+# fusiond-inputs: fe1ca1594b7a94bc25a4543dbdd66685a0eb60b4ed1effec1c39cbd656812820
+SRCREV = "7ec1a2aec11480f51c294202147fd79fe998c9c8"
 
 S = "${WORKDIR}/git"
 
