@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: fe1ca1594b7a94bc25a4543dbdd66685a0eb60b4ed1effec1c39cbd656812820
-SRCREV = "7ec1a2aec11480f51c294202147fd79fe998c9c8"
+# fusiond-inputs: 9bf8abbc7323618ed1a5b195d014bde54756f36ce7743e5606b31ae12a9fd2b8
+SRCREV = "bd518dca53c00342540492a86af1a9ffd7f2e052"
 
 S = "${WORKDIR}/git"
 
