@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 9bf8abbc7323618ed1a5b195d014bde54756f36ce7743e5606b31ae12a9fd2b8
-SRCREV = "bd518dca53c00342540492a86af1a9ffd7f2e052"
+# fusiond-inputs: 81b4e87b9f8ac3cb0b273a2d291901b70f234e02a41325f0c7c8529fcebcbf75
+SRCREV = "11cc623f9ce5b2ab5eff2bf75a7b9149b24458fd"
 
 S = "${WORKDIR}/git"
 
