@@ -35,10 +35,39 @@ fn case(channels: usize) -> Case {
     Case { kernels, bias, ints, scales }
 }
 
+/// Output (y, x) of channel `c` of `case` over `plane` (integers, the pad
+/// 7 outside), in f64: the exact sum of the dequantised products.
+fn exact(case: &Case, c: usize, plane: &[Vec<u8>], (h, w): (usize, usize), (y, x): (usize, usize)) -> f64 {
+    let value = |yy: isize, xx: isize| {
+        let inside = (0..h as isize).contains(&yy) && (0..w as isize).contains(&xx);
+        let u = if inside { plane[yy as usize][xx as usize] } else { 7 };
+        (f64::from(u) - 7.0) * f64::from(GRID.scale)
+    };
+    let tap = |t: usize| {
+        let (dy, dx) = (t as isize / 3 - 1, t as isize % 3 - 1);
+        f64::from(case.ints[c][t]) * f64::from(case.scales[c]) * value(y as isize + dy, x as isize + dx)
+    };
+    (0..9).map(tap).sum::<f64>() + f64::from(case.bias[c])
+}
+
+/// `got` (rounded to `grid`, if any) against the exact value `want`: the
+/// exact value rounded once, or its nearest step of the grid.
+fn assert_rounded_once(got: f32, want: f64, grid: Option<Grid>, at: &str) {
+    match grid {
+        None => assert!((f64::from(got) - want).abs() <= 1e-6 * (1.0 + want.abs()), "{at}: {got} against {want}"),
+        Some(g) => {
+            let step = (f64::from(got) / f64::from(g.scale)).round();
+            assert!((-100.0..=155.0).contains(&step), "{at}: {got} is off the grid");
+            let nearest = (want / f64::from(g.scale)).clamp(-100.0, 155.0);
+            assert!((step - nearest).abs() <= 0.5 + 1e-4, "{at}: {got} against {want}");
+        }
+    }
+}
+
 #[test]
 fn every_output_is_the_exact_sum_rounded_once_and_the_vnni_row_is_the_plain_one() {
-    let Case { kernels, bias, ints, scales } = case(6);
-    let op = DotDepthwise::new(&kernels, &bias, GRID).expect("integer kernels found again");
+    let case = case(6);
+    let op = DotDepthwise::new(&case.kernels, &case.bias, GRID).expect("integer kernels found again");
     let out_grid = Grid { scale: 0.1, zero_point: 100.0, lo: 0.0, hi: 255.0 };
     for (h, w) in [(1, 1), (3, 9), (5, 16), (4, 17), (2, 45)] {
         // Rows of integers with their margins, the pad row above and below.
@@ -57,45 +86,14 @@ fn every_output_is_the_exact_sum_rounded_once_and_the_vnni_row_is_the_plain_one(
             let mut out = vec![vec![f32::NAN; w]; h];
             let mut refs: Vec<&mut [f32]> = out.iter_mut().map(|r| &mut r[..]).collect();
             op.rows(c, &rows, (relu, grid), &mut refs);
-            let channel = op.channel(c, relu, grid);
             for (y, got) in out.iter().enumerate() {
                 let mut plain = vec![f32::NAN; w];
-                row_plain(&rows[y..y + 3], op.pad(), channel, &mut plain);
-                for x in 0..w {
-                    // The dequantised input (the pad is the value 0) and
-                    // the exact sum of its products, in f64.
-                    let value = |yy: isize, xx: isize| {
-                        let inside = (0..h as isize).contains(&yy) && (0..w as isize).contains(&xx);
-                        let u = if inside { plane[yy as usize][xx as usize] } else { 7 };
-                        (f64::from(u) - 7.0) * f64::from(GRID.scale)
-                    };
-                    let tap = |t: usize| {
-                        let (dy, dx) = (t as isize / 3 - 1, t as isize % 3 - 1);
-                        f64::from(ints[c][t]) * f64::from(scales[c]) * value(y as isize + dy, x as isize + dx)
-                    };
-                    let exact = (0..9).map(tap).sum::<f64>() + f64::from(bias[c]);
-                    let exact = if relu { exact.max(0.0) } else { exact };
+                row_plain(&rows[y..y + 3], op.pad(), op.channel(c, relu, grid), &mut plain);
+                for (x, (&got, &plain)) in got.iter().zip(&plain).enumerate() {
                     let at = format!("channel {c} at {y},{x} of {h}×{w}");
-                    assert_eq!(
-                        got[x].to_bits(),
-                        plain[x].to_bits(),
-                        "{at}: {} against the plain row's {}",
-                        got[x],
-                        plain[x]
-                    );
-                    match grid {
-                        None => assert!(
-                            (f64::from(got[x]) - exact).abs() <= 1e-6 * (1.0 + exact.abs()),
-                            "{at}: {} against {exact}",
-                            got[x]
-                        ),
-                        Some(g) => {
-                            let step = (f64::from(got[x]) / f64::from(g.scale)).round();
-                            assert!((-100.0..=155.0).contains(&step), "{at}: {} is off the grid", got[x]);
-                            let nearest = (exact / f64::from(g.scale)).clamp(-100.0, 155.0);
-                            assert!((step - nearest).abs() <= 0.5 + 1e-4, "{at}: {} against {exact}", got[x]);
-                        }
-                    }
+                    assert_eq!(got.to_bits(), plain.to_bits(), "{at}: {got} against the plain row's {plain}");
+                    let want = exact(&case, c, &plane, (h, w), (y, x));
+                    assert_rounded_once(got, if relu { want.max(0.0) } else { want }, grid, &at);
                 }
             }
         }
