@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 81b4e87b9f8ac3cb0b273a2d291901b70f234e02a41325f0c7c8529fcebcbf75
-SRCREV = "11cc623f9ce5b2ab5eff2bf75a7b9149b24458fd"
+# fusiond-inputs: b6abdf28dc5ec7883821542c08b5ba35fa409a1966379795f4b3b740d2c185fa
+SRCREV = "cef978318ba82f01fca0688a76269cfba890df11"
 
 S = "${WORKDIR}/git"
 
