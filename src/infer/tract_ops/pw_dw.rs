@@ -305,15 +305,20 @@ impl Held {
         Held { w, mid, stride, ints, istride, zeros: vec![0f32; w], pads: vec![pad; pitch] }
     }
 
-    /// Moves the rows in slots `from` to the first slots.
+    /// Moves the rows in slots `from` to the first slots: only those the
+    /// depthwise half reads, the integers where there are any (the f32 rows
+    /// are then the pointwise tiles' output only, converted as soon as
+    /// written), else the f32 rows.
     fn keep(&mut self, from: Range<usize>) {
         let (w, pitch) = (self.w, self.w + MARGIN);
-        for plane in self.mid.chunks_exact_mut(self.stride) {
-            plane.copy_within(from.start * w..from.end * w, 0);
-        }
-        // (No planes when the depthwise half runs in f32.)
-        for plane in self.ints.chunks_exact_mut(self.istride.max(1)) {
-            plane.copy_within(from.start * pitch..from.end * pitch, 0);
+        if self.istride > 0 {
+            for plane in self.ints.chunks_exact_mut(self.istride) {
+                plane.copy_within(from.start * pitch..from.end * pitch, 0);
+            }
+        } else {
+            for plane in self.mid.chunks_exact_mut(self.stride) {
+                plane.copy_within(from.start * w..from.end * w, 0);
+            }
         }
     }
 
