@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: b6abdf28dc5ec7883821542c08b5ba35fa409a1966379795f4b3b740d2c185fa
-SRCREV = "cef978318ba82f01fca0688a76269cfba890df11"
+# fusiond-inputs: dabfe67de6e625645908c03b67e7afa2121bf8602b8719820b0b4880bc33d960
+SRCREV = "518c0f20288ab5eff4faceb7eb4bab26cff378df"
 
 S = "${WORKDIR}/git"
 
