@@ -125,9 +125,10 @@ impl Backend for TractBackend {
             let prepared = super::tract_ops::prepare(&mut proto);
             if prepared != super::tract_ops::Prepared::default() {
                 log::debug!(
-                    "tract: {} constant dequantisers folded, {} quantise-dequantise pairs fused, {} convolutions merged into a sibling",
+                    "tract: {} constant dequantisers folded, {} quantise-dequantise pairs fused ({} of them dropped, already on their grid), {} convolutions merged into a sibling",
                     prepared.folded,
                     prepared.fused_pairs,
+                    prepared.repeated_pairs,
                     prepared.merged_convs
                 );
             }

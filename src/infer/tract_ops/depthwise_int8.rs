@@ -270,7 +270,8 @@ fn to_integers_loop(floats: &[f32], grid: Grid, out: &mut [u8]) {
 
 /// [`DotDepthwise::to_integers`] with AVX-512 (F and BW): 64 values at a
 /// time, packed to bytes in two steps that interleave the vectors' 128-bit
-/// lanes, then put back in order.
+/// lanes, then put back in order; then 16 at a time, the last through a
+/// mask (a row's width is rarely a multiple of 16: YuNet's 40 and 20).
 ///
 /// # Safety
 /// The CPU has AVX-512 F and BW; `out` holds `floats.len()` values.
@@ -289,12 +290,12 @@ unsafe fn to_integers_avx512(floats: &[f32], grid: Grid, out: &mut [u8]) {
         let bytes = _mm512_packus_epi16(_mm512_packus_epi32(u[0], u[1]), _mm512_packus_epi32(u[2], u[3]));
         _mm512_storeu_si512(out.as_mut_ptr().add(i).cast(), _mm512_permutexvar_epi32(order, bytes));
     }
-    let sixteens = floats.len() / 16 * 16;
-    for i in (whole..sixteens).step_by(16) {
-        let u = super::gemm_int8::integers_avx512(_mm512_loadu_ps(floats.as_ptr().add(i)), grid);
-        _mm_storeu_si128(out.as_mut_ptr().add(i).cast(), _mm512_cvtepi32_epi8(u));
+    for i in (whole..floats.len()).step_by(16) {
+        let mask = (u32::MAX >> (32 - (floats.len() - i).min(16))) as u16;
+        let v = _mm512_maskz_loadu_ps(mask, floats.as_ptr().add(i));
+        let u = super::gemm_int8::integers_avx512(v, grid);
+        _mm512_mask_cvtepi32_storeu_epi8(out.as_mut_ptr().add(i).cast(), mask, u);
     }
-    to_integers_loop(&floats[sixteens..], grid, &mut out[sixteens..]);
 }
 
 #[cfg(test)]

@@ -104,17 +104,21 @@ fn every_output_is_the_exact_sum_rounded_once_and_the_vnni_row_is_the_plain_one(
 fn the_integers_round_half_to_even_clamp_and_take_nan_as_zero() {
     let Case { kernels, bias, .. } = case(1);
     let op = DotDepthwise::new(&kernels, &bias, GRID).unwrap();
-    // 167 values (two runs of 64, then 16s, then single ones): ties
-    // both ways, the ends of the grid, beyond, NaN.
+    // 167 values (two runs of 64, two of 16, then 7 through a mask): ties
+    // both ways, the ends of the grid, beyond, NaN; and every shorter
+    // length, whose last values take the mask. Nothing past them changes.
     let mut floats: Vec<f32> = (-10..150).map(|k| (k as f32 + 0.5) * 0.0625).collect();
     floats.extend([-1.0, 0.0, 248.0 * 0.0625, 249.0 * 0.0625, 1e9, -1e9, f32::NAN]);
-    let mut got = vec![0u8; floats.len()];
-    op.to_integers(&floats, &mut got);
     let want: Vec<u8> = floats
         .iter()
         .map(|&v| if v.is_nan() { 7 } else { ((v / 0.0625).round_ties_even() + 7.0).clamp(0.0, 255.0) as u8 })
         .collect();
-    assert_eq!(got, want);
+    for n in (1..=floats.len()).rev() {
+        let mut got = vec![0xa5u8; n + 20];
+        op.to_integers(&floats[floats.len() - n..], &mut got);
+        assert_eq!(got[..n], want[want.len() - n..], "{n} values");
+        assert!(got[n..].iter().all(|&b| b == 0xa5), "{n} values: a byte past them was written");
+    }
 }
 
 #[test]

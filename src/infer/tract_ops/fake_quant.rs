@@ -299,4 +299,23 @@ mod tests {
         fake_quant_in_place(&mut nan, Grid { scale, zero_point: 7.0, lo: 0.0, hi: 255.0 });
         assert_eq!(nan, [0.0], "tract casts NaN to the integer 0, then adds and subtracts the zero point");
     }
+
+    #[test]
+    fn rounding_again_to_the_same_grid_gives_each_value_back_to_the_bit() {
+        // What `qdq_pairs::drop_repeats` rests on, over the scales it
+        // accepts (1e-30 to 1e30), zero points inside and at the grids'
+        // ends, and values past both ends.
+        for (i, scale) in [1e-30, 3.7e-9, 0.0049, 0.0235, 0.15, 1.0, 977.3, 1e30].into_iter().enumerate() {
+            for (zp, lo, hi) in [(0., 0., 255.), (131., 0., 255.), (255., 0., 255.), (-3., -128., 127.)] {
+                let grid = Grid { scale, zero_point: zp, lo, hi };
+                let mut once: Vec<f32> =
+                    super::super::test_values(4000, i as u32).iter().map(|v| v * 300.0 * scale).collect();
+                fake_quant_in_place(&mut once, grid);
+                let mut twice = once.clone();
+                fake_quant_in_place(&mut twice, grid);
+                let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&twice), bits(&once), "scale {scale}, zero point {zp}");
+            }
+        }
+    }
 }

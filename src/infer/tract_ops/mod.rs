@@ -106,13 +106,17 @@ pub struct Prepared {
     pub folded: usize,
     /// Quantise-dequantise pairs fused into one node.
     pub fused_pairs: usize,
+    /// Fused pairs dropped, their input already on their grid.
+    pub repeated_pairs: usize,
     /// Convolutions merged into a sibling that reads the same input.
     pub merged_convs: usize,
 }
 
 /// Rewrites a graph for tract before it is imported. In an INT8 QDQ graph,
 /// constant weights are dequantised ([`dequant_weights::fold`]) and the
-/// activations' quantise-dequantise pairs fused ([`qdq_pairs::fuse_pairs`]);
+/// activations' quantise-dequantise pairs fused ([`qdq_pairs::fuse_pairs`]),
+/// those whose input is already on their grid dropped
+/// ([`qdq_pairs::drop_repeats`]);
 /// in any graph, convolutions of one input and geometry are merged
 /// ([`sibling_convs::merge`]), after the folding that makes an INT8
 /// graph's weights constants.
@@ -122,7 +126,8 @@ pub fn prepare(proto: &mut tract_onnx::pb::ModelProto) -> Prepared {
     let Some(graph) = proto.graph.as_mut() else { return Prepared::default() };
     let folded = dequant_weights::fold(graph);
     let fused_pairs = qdq_pairs::fuse_pairs(graph);
-    Prepared { folded, fused_pairs, merged_convs: sibling_convs::merge(graph, opset) }
+    let repeated_pairs = qdq_pairs::drop_repeats(graph);
+    Prepared { folded, fused_pairs, repeated_pairs, merged_convs: sibling_convs::merge(graph, opset) }
 }
 
 /// tract's `into_optimized`, with fusiond's rewrites of the typed model

@@ -1,9 +1,10 @@
 //! Finds the quantise-dequantise pairs of an INT8 QDQ graph's activations
 //! and rewrites each into one `FusiondFakeQuant` node (see `fake_quant`),
-//! in the protobuf, before tract imports it.
+//! in the protobuf, before tract imports it; then drops those that round
+//! values already on their grid ([`drop_repeats`]).
 
 use std::collections::HashMap;
-use tract_onnx::pb::GraphProto;
+use tract_onnx::pb::{GraphProto, NodeProto, TensorProto};
 
 /// The ONNX op type of a fused pair (not a standard op: only [`fuse_pairs`]
 /// writes it, only into a graph tract is about to import).
@@ -58,6 +59,78 @@ pub fn fuse_pairs(graph: &mut GraphProto) -> usize {
     plans.len()
 }
 
+/// ONNX ops whose output holds values of their first input, moved or
+/// chosen but never computed (Resize and Upsample only in their nearest
+/// mode, [`keeps_values`]).
+const KEEPING: &[&str] = &["MaxPool", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Slice"];
+
+/// Whether `node`'s first output holds only values of its first input.
+fn keeps_values(node: &NodeProto) -> bool {
+    let nearest = || node.attribute.iter().find(|a| a.name == "mode").is_none_or(|a| a.s == b"nearest");
+    node.domain.is_empty()
+        && !node.input.is_empty()
+        && (KEEPING.contains(&node.op_type.as_str())
+            || matches!(node.op_type.as_str(), "Resize" | "Upsample") && nearest())
+}
+
+/// Drops every fused pair ([`OP_TYPE`]) whose input is already on its grid:
+/// the output of a fused pair of the same scale and zero point, through
+/// ops that only move or choose values ([`keeps_values`]: YuNet's max
+/// poolings, nearest upsamplings, transposes and reshapes each have their
+/// pair again after them). Rounding a value of the grid to it again gives
+/// the value back, to the bit, as long as `1 / scale` and 255 steps are
+/// normal floats; the readers of a dropped pair read its input instead.
+/// A pair whose output is a graph output stays. Returns how many it dropped.
+pub fn drop_repeats(graph: &mut GraphProto) -> usize {
+    let initializers: HashMap<String, TensorProto> =
+        graph.initializer.iter().map(|t| (t.name.clone(), TensorProto { name: String::new(), ..t.clone() })).collect();
+    let outputs: Vec<String> = graph.output.iter().map(|o| o.name.clone()).collect();
+    let mut producer: HashMap<String, usize> = HashMap::new();
+    let mut renamed: HashMap<String, String> = HashMap::new();
+    let mut dropped = vec![false; graph.node.len()];
+    for ix in 0..graph.node.len() {
+        for input in &mut graph.node[ix].input {
+            if let Some(to) = renamed.get(input) {
+                *input = to.clone();
+            }
+        }
+        let node = &graph.node[ix];
+        let grid = |at: usize| -> Option<Vec<&TensorProto>> {
+            let node = &graph.node[at];
+            let values = node.input[1..].iter().map(|n| initializers.get(n)).collect::<Option<Vec<_>>>()?;
+            let scale = values.first().and_then(|t| super::floats(t)).filter(|s| s.len() == 1)?[0];
+            (1e-30..=1e30).contains(&scale).then_some(values)
+        };
+        let repeat = node.op_type == OP_TYPE
+            && node.output.len() == 1
+            && !outputs.contains(&node.output[0])
+            && grid(ix).is_some_and(|own| grid_source(graph, &producer, &node.input[0]).and_then(grid) == Some(own));
+        if repeat {
+            dropped[ix] = true;
+            renamed.insert(node.output[0].clone(), node.input[0].clone());
+        } else {
+            producer.extend(node.output.iter().map(|o| (o.clone(), ix)));
+        }
+    }
+    super::remove_nodes(graph, &dropped);
+    dropped.iter().filter(|d| **d).count()
+}
+
+/// The fused pair whose values `tensor` holds, through ops that keep them.
+fn grid_source<'g>(graph: &'g GraphProto, producer: &HashMap<String, usize>, mut tensor: &'g str) -> Option<usize> {
+    loop {
+        let &at = producer.get(tensor)?;
+        let node = &graph.node[at];
+        if node.op_type == OP_TYPE {
+            return Some(at);
+        }
+        if !keeps_values(node) || node.output.first().map(String::as_str) != Some(tensor) {
+            return None;
+        }
+        tensor = &node.input[0];
+    }
+}
+
 /// Carries out [`fuse_pairs`]'s plans: `(quantiser, its dequantisers)`.
 fn apply(graph: &mut GraphProto, plans: &[(usize, Vec<usize>)]) {
     let mut renamed: HashMap<String, String> = HashMap::new();
@@ -89,7 +162,7 @@ fn apply(graph: &mut GraphProto, plans: &[(usize, Vec<usize>)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tract_onnx::pb::{NodeProto, TensorProto, ValueInfoProto};
+    use tract_onnx::pb::{AttributeProto, ValueInfoProto};
 
     fn node(op: &str, name: &str, inputs: &[&str], output: &str) -> NodeProto {
         NodeProto {
@@ -166,6 +239,55 @@ mod tests {
         assert_eq!(g.node[0].output, ["d1"], "the fused node writes what its dequantiser wrote");
         assert_eq!(g.node[2].output, ["d2a"]);
         assert_eq!(g.node[3].input, ["d2a", "d2a"], "the second dequantiser's reader reads the first's output");
+    }
+
+    #[test]
+    fn a_pair_is_dropped_only_where_its_input_is_already_on_its_grid() {
+        let fq = |name: &str, x: &str, grid: [&str; 2]| node(OP_TYPE, name, &[x, grid[0], grid[1]], name);
+        let (g1, g2) = (["s", "z"], ["other", "z"]);
+        let mut resize = node("Resize", "linear", &["f1", "", "scales"], "linear");
+        resize.attribute.push(AttributeProto { name: "mode".into(), s: b"linear".to_vec(), ..Default::default() });
+        let mut g = GraphProto {
+            node: vec![
+                fq("f1", "x", g1),
+                node("MaxPool", "pool", &["f1"], "pool"),
+                fq("f2", "pool", g1),
+                node("Transpose", "t", &["f2"], "t"),
+                fq("f3", "t", g1),
+                node("Relu", "relu", &["f3"], "relu"),
+                fq("f4", "relu", g1),
+                resize,
+                fq("f5", "linear", g1),
+                node("Resize", "nearest", &["f3", "", "scales"], "nearest"),
+                fq("f6", "nearest", g1),
+                node("Reshape", "reshape", &["f1", "shape"], "reshape"),
+                fq("f7", "reshape", g2),
+                fq("f8", "reshape", ["same_as_s", "z"]),
+                node("Add", "sum", &["f4", "f8"], "sum"),
+            ],
+            initializer: vec![
+                TensorProto { float_data: vec![0.5], ..initializer("s", &[]) },
+                TensorProto { float_data: vec![0.5], ..initializer("same_as_s", &[]) },
+                TensorProto { float_data: vec![0.25], ..initializer("other", &[]) },
+                TensorProto { data_type: 2, int32_data: vec![3], ..initializer("z", &[]) },
+            ],
+            output: ["f5", "f6", "f7", "sum"].map(|n| ValueInfoProto { name: n.into(), ..Default::default() }).to_vec(),
+            ..Default::default()
+        };
+        assert_eq!(drop_repeats(&mut g), 3);
+        let kept: Vec<&str> = g.node.iter().filter(|n| n.op_type == OP_TYPE).map(|n| n.name.as_str()).collect();
+        // f2 and f3 (through the dropped f2) follow f1's pool and transpose,
+        // f8 a reshape with the same values under another name; a ReLU
+        // computes, a linear resize too, f6 is an output, f7 another grid.
+        assert_eq!(kept, ["f1", "f4", "f5", "f6", "f7"]);
+        let inputs = |name: &str| g.node.iter().find(|n| n.name == name).map(|n| n.input[0].clone());
+        assert_eq!(inputs("t").as_deref(), Some("pool"));
+        assert_eq!(inputs("relu").as_deref(), Some("t"));
+        assert_eq!(inputs("nearest").as_deref(), Some("t"));
+        assert_eq!(
+            g.node.iter().find(|n| n.name == "sum").map(|n| n.input.clone()),
+            Some(vec!["f4".into(), "reshape".into()])
+        );
     }
 
     #[test]
