@@ -42,6 +42,7 @@ mod int8_weights;
 mod max_pool;
 mod patch_conv;
 mod pointwise;
+mod pointwise_int8;
 mod pointwise_kernel;
 mod prelu;
 mod pw_dw;
@@ -240,6 +241,30 @@ fn next_tail(model: &TypedModel, node: &TypedNode, relu: bool, grid: Option<Grid
         None if !relu && is_relu(model, next, node.id) => Some(Tail::Relu),
         None => None,
     })
+}
+
+/// The grid whose values `outlet` holds: the output of a
+/// quantise-dequantise pair, or of an op that takes one in, through the
+/// 2×2 max poolings after them (a maximum is one of its values).
+fn output_grid(model: &TypedModel, outlet: OutletId) -> Option<Grid> {
+    let node = model.node(outlet.node);
+    if outlet.slot != 0 {
+        return None;
+    }
+    if let Some(op) = node.op_as::<pw_dw::PointwiseDepthwise>() {
+        return op.out_grid();
+    }
+    if let Some(op) = node.op_as::<patch_conv::PatchConv>() {
+        return op.out_grid();
+    }
+    if let Some(op) = node.op_as::<depthwise::Depthwise>() {
+        return op.out_grid;
+    }
+    match fake_quant_grid(node) {
+        Some(grid) => Some(grid),
+        None if node.op_is::<MaxPool2x2>() && node.inputs.len() == 1 => output_grid(model, node.inputs[0]),
+        None => None,
+    }
 }
 
 /// The grid of `node` where it is a [`FakeQuant`] of one input.

@@ -156,6 +156,11 @@ impl PatchConv {
         Some(PatchConv { geometry, kernel, relu: false, out_grid: None, in_grid })
     }
 
+    /// The grid its outputs are rounded to, in an INT8 graph.
+    pub fn out_grid(&self) -> Option<Grid> {
+        self.out_grid
+    }
+
     /// Output channels.
     fn co(&self) -> usize {
         match &self.kernel {

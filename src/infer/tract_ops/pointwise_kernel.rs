@@ -88,6 +88,17 @@ impl Packed {
         }
     }
 
+    /// The weights (`co` rows of `ci`) and biases, unpacked.
+    pub fn unpacked(&self) -> (Vec<f32>, Vec<f32>) {
+        let weights = (0..self.co * self.ci)
+            .map(|i| {
+                let (o, k) = (i / self.ci, i % self.ci);
+                self.weights[(o / TILE_CO * self.ci + k) * TILE_CO + o % TILE_CO]
+            })
+            .collect();
+        (weights, self.bias[..self.co].to_vec())
+    }
+
     /// The same weights with the ReLU after them taken in.
     pub fn with_relu(&self) -> Packed {
         Packed { relu: true, ..self.clone() }

@@ -25,6 +25,7 @@ use super::depthwise_kernel::{depthwise_rows, depthwise_rows_s2};
 use super::fake_quant::{fake_quant_in_place, Grid};
 use super::fake_quant_grid;
 use super::max_pool::{pool_rows, MaxPool2x2};
+use super::pointwise_int8::DotPointwise;
 use super::pointwise_kernel::{pointwise, Packed, Run, Tiles};
 use super::{is_relu, share_rows};
 use std::ops::Range;
@@ -70,7 +71,14 @@ pub fn fuse(model: &TypedModel, node: &TypedNode, pw: &Packed) -> TractResult<Op
         }
         _ => None,
     };
-    let op = PointwiseDepthwise { pw, mid_grid, dw, dw_bias, stride, relu, out_grid, pool, int8 };
+    let int8_pw = match (&int8, mid_grid, super::output_grid(model, node.inputs[0])) {
+        (Some(_), Some(mid), Some(input)) => {
+            let (weights, bias) = pw.unpacked();
+            DotPointwise::new(&weights, &bias, pw.channels(), (input, mid), pw.relu()).map(Arc::new)
+        }
+        _ => None,
+    };
+    let op = PointwiseDepthwise { pw, mid_grid, dw, dw_bias, stride, relu, out_grid, pool, int8, int8_pw };
     let mut patch = TypedModelPatch::default();
     let input = patch.tap_model(model, node.inputs[0])?;
     let wire = patch.wire_node(&node.name, op, &[input])?;
@@ -130,11 +138,19 @@ pub struct PointwiseDepthwise {
     /// The depthwise half as integers, where the CPU runs it and the block
     /// is INT8 (`mid_grid`) at stride 1 with integer kernels.
     int8: Option<Arc<DotDepthwise>>,
+    /// The pointwise half as integers too, where the depthwise half is and
+    /// the block's input lies on a grid ([`super::output_grid`]).
+    int8_pw: Option<Arc<DotPointwise>>,
 }
 
 impl Eq for PointwiseDepthwise {}
 
 impl PointwiseDepthwise {
+    /// The grid its outputs are rounded to, in an INT8 graph.
+    pub fn out_grid(&self) -> Option<Grid> {
+        self.out_grid
+    }
+
     /// The output's height and width for an input of `h`×`w`.
     fn out_size(&self, h: usize, w: usize) -> (usize, usize) {
         match (self.pool, self.stride) {
@@ -171,7 +187,8 @@ impl PointwiseDepthwise {
         let step = if s == 2 { (held_rows - 1) / 2 } else { held_rows - 2 };
         // Pooled, a step takes whole pairs of rows (`range` starts even).
         let step = if self.pool { (step & !1).max(2) } else { step };
-        let mut held = Held::new(co, s * step + 2, w, self.int8.as_ref().map(|d| d.pad()));
+        let pad = self.int8.as_ref().map(|d| d.pad());
+        let mut held = Held::new(co, s * step + 2, w, (pad, self.int8_pw.is_none()));
         // A step's block rows before pooling and a row of scratch, or the
         // stride-2 kernel's split rows.
         let mut scratch = vec![0f32; if self.pool { (step + 1) * w } else { 0 }];
@@ -204,6 +221,13 @@ impl PointwiseDepthwise {
     /// `slot`: rounded to the middle grid in the tiles, or on the way to
     /// the integers where the depthwise half runs on them.
     fn pointwise_rows(&self, x: &[f32], (h, w): (usize, usize), held: &mut Held, (slot, rows): (usize, Range<usize>)) {
+        if let Some(pw) = &self.int8_pw {
+            let (pitch, stride) = (w + MARGIN, held.istride);
+            for (i, r) in rows.enumerate() {
+                pw.row((x, h * w, r * w), w, (&mut held.ints, stride, (slot + i) * pitch), &mut held.words);
+            }
+            return;
+        }
         let n = rows.len() * w;
         let x_run = Run { data: &x[rows.start * w..], stride: h * w, n };
         let mut new: Vec<&mut [f32]> =
@@ -292,17 +316,19 @@ struct Held {
     istride: usize,
     zeros: Vec<f32>,
     pads: Vec<u8>,
+    /// Scratch of the integer pointwise half.
+    words: Vec<i32>,
 }
 
 impl Held {
-    /// `slots` rows of `w` values for each of `co` planes; integers too
-    /// where their `pad` is given.
-    fn new(co: usize, slots: usize, w: usize, pad: Option<u8>) -> Held {
-        let (stride, pitch) = (slots * w, w + MARGIN);
+    /// `slots` rows of `w` values for each of `co` planes: integers where
+    /// their `pad` is given, f32 where `floats`.
+    fn new(co: usize, slots: usize, w: usize, (pad, floats): (Option<u8>, bool)) -> Held {
+        let (stride, pitch) = (if floats { slots * w } else { 0 }, w + MARGIN);
         let istride = if pad.is_some() { slots * pitch } else { 0 };
         let pad = pad.unwrap_or(0);
         let (mid, ints) = (vec![0f32; co * stride], vec![pad; co * istride]);
-        Held { w, mid, stride, ints, istride, zeros: vec![0f32; w], pads: vec![pad; pitch] }
+        Held { w, mid, stride, ints, istride, zeros: vec![0f32; w], pads: vec![pad; pitch], words: vec![] }
     }
 
     /// Moves the rows in slots `from` to the first slots: only those the
@@ -338,7 +364,8 @@ impl Op for PointwiseDepthwise {
         let mid = format!("{}{}", part(self.pw.relu(), "+Relu"), part(self.mid_grid.is_some(), "+FakeQuant"));
         let (relu, out) = (part(self.relu, "+Relu"), part(self.out_grid.is_some(), "+FakeQuant"));
         let (int8, pool) = (part(self.int8.is_some(), "Int8"), part(self.pool, "+MaxPool2x2"));
-        format!("FusiondPointwise{mid}+Depthwise{int8}{relu}{out}{pool}").into()
+        let pw = part(self.int8_pw.is_some(), "Int8");
+        format!("FusiondPointwise{pw}{mid}+Depthwise{int8}{relu}{out}{pool}").into()
     }
 
     fn info(&self) -> TractResult<Vec<String>> {

@@ -1,5 +1,5 @@
 //! The tests of [`super::PointwiseDepthwise`]: the block against its
-//! steps, and its integer depthwise half against its f32 one.
+//! steps, and its integer halves against its f32 ones.
 
 use super::super::max_pool::max_pool_2x2;
 use super::super::test_values as values;
@@ -70,8 +70,18 @@ fn the_fused_block_equals_its_steps_whatever_the_rows_and_threads() {
             let pw = Packed::new(&pw_w, &pw_b, co, ci);
             let pw = if relu { pw.with_relu() } else { pw };
             let (dw, dw_bias) = (Arc::new(kernels(&values(co * 9, 3))), Arc::new(values(co, 4)));
-            let op =
-                PointwiseDepthwise { pw, mid_grid: None, dw, dw_bias, stride, relu, out_grid: None, pool, int8: None };
+            let op = PointwiseDepthwise {
+                pw,
+                mid_grid: None,
+                dw,
+                dw_bias,
+                stride,
+                relu,
+                out_grid: None,
+                pool,
+                int8: None,
+                int8_pw: None,
+            };
             let x = values(ci * h * w, 5);
             let mut want = reference(&x, &op, (&pw_w, &pw_b), h, w);
             if pool {
@@ -94,39 +104,60 @@ fn the_fused_block_equals_its_steps_whatever_the_rows_and_threads() {
     }
 }
 
-/// An INT8 block (both grids, integer depthwise kernels) with its
-/// depthwise half as integers and as f32: an output a step of the
-/// output grid apart at most, where a sum lies within the f32 roundings
-/// of a tie, and nearly all the same.
+/// An INT8 block (both grids, integer kernels, its input on a grid) with
+/// its depthwise half as integers, both halves as integers, and as f32:
+/// an output a step of the output grid apart at most, where a sum lies
+/// within the f32 roundings of a tie, and nearly all the same.
 #[test]
-fn the_integer_depthwise_half_gives_the_f32_blocks_outputs_but_near_ties() {
+fn the_integer_halves_give_the_f32_blocks_outputs_but_near_ties() {
+    let input = Grid { scale: 0.01, zero_point: 100.0, lo: 0.0, hi: 255.0 };
     let mid = Grid { scale: 0.02, zero_point: 0.0, lo: 0.0, hi: 255.0 };
     let out = Grid { scale: 0.05, zero_point: 3.0, lo: 0.0, hi: 255.0 };
     let (ci, co) = (8, 16);
-    let scales: Vec<f32> = (0..co).map(|c| 0.004 + c as f32 * 3e-4).collect();
-    let ints = values(co * 9, 3);
-    let dw: Vec<[f32; 9]> =
-        (0..co).map(|c| std::array::from_fn(|t| (ints[c * 9 + t] * 127.0).round() * scales[c])).collect();
-    let pw = Packed::new(&values(co * ci, 1), &values(co, 2), co, ci);
+    let integers = |n: usize, per: usize, seed: u32, scale: f32| -> Vec<f32> {
+        let ints = values(n, seed);
+        ints.iter().enumerate().map(|(i, v)| (v * 127.0).round() * (scale + (i / per) as f32 * 3e-4)).collect()
+    };
+    let dw: Vec<[f32; 9]> = integers(co * 9, 9, 3, 0.004).chunks_exact(9).map(|k| k.try_into().unwrap()).collect();
+    let (pw_weights, pw_bias) = (integers(co * ci, ci, 1, 0.002), values(co, 2));
+    let pw = Packed::new(&pw_weights, &pw_bias, co, ci);
     // One step; and 16 × 300, 13 rows held (11 block rows a step, 10
     // pooled), the rows kept from one step to the next.
     for (h, w) in [(23, 37), (41, 300)] {
-        let x = values(ci * h * w, 5);
+        let mut x = values(ci * h * w, 5);
+        fake_quant_in_place(&mut x, input);
         for (relu, pool) in [(false, false), (true, false), (false, true)] {
             let int8 = DotDepthwise::new(&dw, &values(co, 4), mid).map(Arc::new);
-            assert!(int8.is_some(), "integer kernels found again");
+            let int8_pw = DotPointwise::new(&pw_weights, &pw_bias, (ci, co), (input, mid), false).map(Arc::new);
+            assert!(int8.is_some() && int8_pw.is_some(), "integer kernels found again");
             let (dw, dw_bias) = (Arc::new(dw.clone()), Arc::new(values(co, 4)));
             let (mid_grid, out_grid) = (Some(mid), Some(out));
-            let op =
-                PointwiseDepthwise { pw: pw.clone(), mid_grid, dw, dw_bias, stride: 1, relu, out_grid, pool, int8 };
-            let f32_op = PointwiseDepthwise { int8: None, ..op.clone() };
+            let both = PointwiseDepthwise {
+                pw: pw.clone(),
+                mid_grid,
+                dw,
+                dw_bias,
+                stride: 1,
+                relu,
+                out_grid,
+                pool,
+                int8,
+                int8_pw,
+            };
+            let (dw_only, f32_op) = (
+                PointwiseDepthwise { int8_pw: None, ..both.clone() },
+                PointwiseDepthwise { int8: None, int8_pw: None, ..both.clone() },
+            );
             for threads in [1, 3] {
-                let (got, want) = (run(&op, &x, (h, w), threads), run(&f32_op, &x, (h, w), threads));
-                let apart = got.iter().zip(&want).filter(|(a, b)| a != b).count();
-                let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-                let case = format!("{h}×{w}, relu {relu}, pool {pool}, {threads} threads");
-                assert!(worst <= out.scale * 1.001, "{case}: off by {worst}");
-                assert!(apart * 1000 <= got.len(), "{case}: {apart} of {} apart", got.len());
+                let want = run(&f32_op, &x, (h, w), threads);
+                for (op, halves) in [(&dw_only, "depthwise half"), (&both, "both halves")] {
+                    let got = run(op, &x, (h, w), threads);
+                    let apart = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+                    let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                    let case = format!("{halves} as integers, {h}×{w}, relu {relu}, pool {pool}, {threads} threads");
+                    assert!(worst <= out.scale * 1.001, "{case}: off by {worst}");
+                    assert!(apart * 1000 <= got.len(), "{case}: {apart} of {} apart", got.len());
+                }
             }
         }
     }
