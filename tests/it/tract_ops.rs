@@ -168,13 +168,17 @@ fn the_pointwise_convolutions_give_tracts_own_outputs_to_1e_5() {
 }
 
 /// The INT8 (QDQ) ArcFace and YuNet: every activation quantise-dequantise
-/// pair runs as one fused op, and the outputs are tract's own two ops'.
+/// pair runs as one fused op, but those whose input is already on their
+/// grid, which are dropped (YuNet's 24 after its max poolings, nearest
+/// upsamplings, and the heads' transposes and reshapes but for the 6
+/// whose outputs are the graph's), and the outputs are tract's own two
+/// ops'.
 #[test]
 fn the_fused_quantise_dequantise_pairs_give_tracts_own_outputs_to_1e_5() {
     let (face, frame) = (face_input(), frame_input());
-    for (file, input) in [
-        (int8_models().join("arcface_fr_feature_int8.onnx"), &face),
-        (int8_models().join("face_detection_yunet_2023mar_int8.onnx"), &frame),
+    for (file, input, dropped) in [
+        (int8_models().join("arcface_fr_feature_int8.onnx"), &face, 0),
+        (int8_models().join("face_detection_yunet_2023mar_int8.onnx"), &frame, 24),
     ] {
         let [(fused, fused_ops), (stock, stock_ops)] = both(&file, input);
         // Standing alone or taken into a PRelu ("FusiondFakeQuant+Prelu+FakeQuant").
@@ -182,7 +186,7 @@ fn the_fused_quantise_dequantise_pairs_give_tracts_own_outputs_to_1e_5() {
         assert!(pairs >= 10, "{}: {pairs} fused pairs", file.display());
         assert_eq!(count(&fused_ops, "QuantizeLinearU8"), 0, "{}: a quantiser was left", file.display());
         let stock_pairs = count(&stock_ops, "QuantizeLinearU8") + count(&stock_ops, "LookupTable");
-        assert_eq!(pairs, stock_pairs, "{}: tract's own plan quantises in as many places", file.display());
+        assert_eq!(pairs + dropped, stock_pairs, "{}: tract's own plan quantises in as many places", file.display());
         let scale = stock.iter().fold(0f32, |m, v| m.max(v.abs()));
         assert!(scale > 0.1, "real outputs, not zeros: {scale}");
         assert_tracts_own(&file, input, (&fused, &fused_ops), &stock, 1e-5);

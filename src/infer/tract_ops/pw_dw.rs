@@ -14,7 +14,9 @@
 //!
 //! In an INT8 block at stride 1, on a CPU with AVX-512 VNNI, the depthwise
 //! half runs as integers ([`super::depthwise_int8`]): the rows kept are
-//! then the pointwise output's integers on its grid.
+//! then the pointwise output's integers on its grid. Where the block's
+//! input lies on a grid too, the pointwise half runs as integers as well
+//! ([`super::pointwise_int8`]) and writes those integers itself.
 //!
 //! [`fuse`] replaces the nodes from a [`super::pointwise::PointwiseConv`]'s `declutter`, so it
 //! applies wherever that kernel does (x86_64 with AVX2 and FMA).
@@ -28,6 +30,7 @@ use super::max_pool::{pool_rows, MaxPool2x2};
 use super::pointwise_int8::DotPointwise;
 use super::pointwise_kernel::{pointwise, Packed, Run, Tiles};
 use super::{is_relu, share_rows};
+use held::Held;
 use std::ops::Range;
 use std::sync::Arc;
 use tract_onnx::tract_core::{args_1, as_op, op_as_typed_op, op_out_of_plan};
@@ -304,60 +307,6 @@ impl PointwiseDepthwise {
     }
 }
 
-/// The pointwise rows a thread keeps from one step to the next, in slots of
-/// a row for each plane: as f32, and as integers (each row followed by its
-/// [`MARGIN`] of the pad) where the depthwise half runs on them; and the
-/// rows that stand for those past the plane's edges.
-struct Held {
-    w: usize,
-    mid: Vec<f32>,
-    stride: usize,
-    ints: Vec<u8>,
-    istride: usize,
-    zeros: Vec<f32>,
-    pads: Vec<u8>,
-    /// Scratch of the integer pointwise half.
-    words: Vec<i32>,
-}
-
-impl Held {
-    /// `slots` rows of `w` values for each of `co` planes: integers where
-    /// their `pad` is given, f32 where `floats`.
-    fn new(co: usize, slots: usize, w: usize, (pad, floats): (Option<u8>, bool)) -> Held {
-        let (stride, pitch) = (if floats { slots * w } else { 0 }, w + MARGIN);
-        let istride = if pad.is_some() { slots * pitch } else { 0 };
-        let pad = pad.unwrap_or(0);
-        let (mid, ints) = (vec![0f32; co * stride], vec![pad; co * istride]);
-        Held { w, mid, stride, ints, istride, zeros: vec![0f32; w], pads: vec![pad; pitch], words: vec![] }
-    }
-
-    /// Moves the rows in slots `from` to the first slots: only those the
-    /// depthwise half reads, the integers where there are any (the f32 rows
-    /// are then the pointwise tiles' output only, converted as soon as
-    /// written), else the f32 rows.
-    fn keep(&mut self, from: Range<usize>) {
-        let (w, pitch) = (self.w, self.w + MARGIN);
-        if self.istride > 0 {
-            for plane in self.ints.chunks_exact_mut(self.istride) {
-                plane.copy_within(from.start * pitch..from.end * pitch, 0);
-            }
-        } else {
-            for plane in self.mid.chunks_exact_mut(self.stride) {
-                plane.copy_within(from.start * w..from.end * w, 0);
-            }
-        }
-    }
-
-    fn mid_row(&self, c: usize, slot: usize) -> &[f32] {
-        &self.mid[c * self.stride + slot * self.w..][..self.w]
-    }
-
-    fn ints_row(&self, c: usize, slot: usize) -> &[u8] {
-        let pitch = self.w + MARGIN;
-        &self.ints[c * self.istride + slot * pitch..][..pitch]
-    }
-}
-
 impl Op for PointwiseDepthwise {
     fn name(&self) -> StaticName {
         let part = |on: bool, name: &'static str| if on { name } else { "" };
@@ -416,6 +365,9 @@ impl TypedOp for PointwiseDepthwise {
 
     as_op!();
 }
+
+#[path = "pw_dw_held.rs"]
+mod held;
 
 #[cfg(test)]
 #[path = "pw_dw_tests.rs"]

@@ -87,7 +87,7 @@ pub fn drop_repeats(graph: &mut GraphProto) -> usize {
     let outputs: Vec<String> = graph.output.iter().map(|o| o.name.clone()).collect();
     let mut producer: HashMap<String, usize> = HashMap::new();
     let mut renamed: HashMap<String, String> = HashMap::new();
-    let mut dropped = vec![false; graph.node.len()];
+    let mut dropped = Vec::with_capacity(graph.node.len());
     for ix in 0..graph.node.len() {
         for input in &mut graph.node[ix].input {
             if let Some(to) = renamed.get(input) {
@@ -106,11 +106,11 @@ pub fn drop_repeats(graph: &mut GraphProto) -> usize {
             && !outputs.contains(&node.output[0])
             && grid(ix).is_some_and(|own| grid_source(graph, &producer, &node.input[0]).and_then(grid) == Some(own));
         if repeat {
-            dropped[ix] = true;
             renamed.insert(node.output[0].clone(), node.input[0].clone());
         } else {
             producer.extend(node.output.iter().map(|o| (o.clone(), ix)));
         }
+        dropped.push(repeat);
     }
     super::remove_nodes(graph, &dropped);
     dropped.iter().filter(|d| **d).count()
