@@ -17,7 +17,7 @@
 //! those roundings of a tie.
 
 use super::fake_quant::Grid;
-use super::gemm_int8::{integers_avx512, zero_shift, Dequantise};
+use super::gemm_int8::{zero_shift, Dequantise};
 use super::int8_weights;
 use tract_onnx::prelude::Tensor;
 
@@ -136,6 +136,7 @@ impl DotPointwise {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw")]
     unsafe fn words_avx512(&self, (x, plane, at): (&[f32], usize, usize), w: usize, words: &mut [i32]) {
+        use super::gemm_int8::integers_avx512;
         use std::arch::x86_64::*;
         let padded = w.div_ceil(16) * 16;
         for (q, quad) in words.chunks_exact_mut(padded).enumerate() {
