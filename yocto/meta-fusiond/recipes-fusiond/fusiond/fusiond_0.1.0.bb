@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: dabfe67de6e625645908c03b67e7afa2121bf8602b8719820b0b4880bc33d960
-SRCREV = "518c0f20288ab5eff4faceb7eb4bab26cff378df"
+# fusiond-inputs: b4f945ae4e4220d1e1fe4cd7cb38243d9d49c0ee809326529ad58cd3cf60343c
+SRCREV = "bd59d5d35cf6674bff243b968bf01cf6d6139721"
 
 S = "${WORKDIR}/git"
 
