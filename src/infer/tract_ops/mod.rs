@@ -245,7 +245,8 @@ fn next_tail(model: &TypedModel, node: &TypedNode, relu: bool, grid: Option<Grid
 
 /// The grid whose values `outlet` holds: the output of a
 /// quantise-dequantise pair, or of an op that takes one in, through the
-/// 2×2 max poolings after them (a maximum is one of its values).
+/// ops after them that only choose or move values ([`keeps_values`]),
+/// where `qdq_pairs::drop_repeats` dropped the pair that stood after them.
 fn output_grid(model: &TypedModel, outlet: OutletId) -> Option<Grid> {
     let node = model.node(outlet.node);
     if outlet.slot != 0 {
@@ -262,9 +263,29 @@ fn output_grid(model: &TypedModel, outlet: OutletId) -> Option<Grid> {
     }
     match fake_quant_grid(node) {
         Some(grid) => Some(grid),
-        None if node.op_is::<MaxPool2x2>() && node.inputs.len() == 1 => output_grid(model, node.inputs[0]),
+        None if keeps_values(node) && !node.inputs.is_empty() => output_grid(model, node.inputs[0]),
         None => None,
     }
+}
+
+/// Whether `node`'s output holds only values of its first input, chosen or
+/// moved: a max pooling, an axis change, a slice, or a nearest resize (as
+/// tract-onnx wires it, or as tract's core op and upsampling after
+/// decluttering) that does not crop, which could extrapolate a value.
+fn keeps_values(node: &TypedNode) -> bool {
+    use tract_onnx::tract_core::ops::array::Slice;
+    use tract_onnx::tract_core::ops::cnn::MaxPool;
+    use tract_onnx::tract_core::ops::nn::resize::{Interpolator, NearestUpsample, Resize};
+    use tract_onnx_opl::resize::{CoordTransform, Resize as OnnxResize};
+    let nearest = |interpolator: &Interpolator| matches!(interpolator, Interpolator::Nearest);
+    let onnx = node.op_as::<OnnxResize>();
+    node.op_is::<MaxPool2x2>()
+        || node.op_is::<MaxPool>()
+        || node.op_is::<AxisOp>()
+        || node.op_is::<Slice>()
+        || node.op_is::<NearestUpsample>()
+        || onnx.is_some_and(|r| nearest(&r.interpolator) && matches!(r.coord_transformer, CoordTransform::Plain(_)))
+        || node.op_as::<Resize>().is_some_and(|r| nearest(&r.interpolator))
 }
 
 /// The grid of `node` where it is a [`FakeQuant`] of one input.

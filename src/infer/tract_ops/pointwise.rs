@@ -117,7 +117,7 @@ impl Expansion for PointwiseExpansion {
         // An input on an 8-bit grid and INT8 weights (kept as integers, or
         // found again in the f32 ones folded from them) take the integer
         // product where the CPU has it.
-        let in_grid = super::fake_quant_grid(model.node(inputs[0].node));
+        let in_grid = super::output_grid(model, inputs[0]);
         let taps = |k: &Tensor| k.shape().get(1..).map_or(0, |d| d.iter().product::<usize>());
         let int8 = match &w.konst {
             Some(k) if in_grid.is_some() && integer_min_taps().is_some_and(|m| taps(k) >= m) => {
