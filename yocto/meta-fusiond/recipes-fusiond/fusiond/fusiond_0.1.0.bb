@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: b4f945ae4e4220d1e1fe4cd7cb38243d9d49c0ee809326529ad58cd3cf60343c
-SRCREV = "bd59d5d35cf6674bff243b968bf01cf6d6139721"
+# fusiond-inputs: 2b9f9a3f362a6d0bbb63c5961268942eb7a1f5f1ab3e874af964b5e2e2118c0a
+SRCREV = "4dde559e12bc31470b79385c7627a1b739f5c90e"
 
 S = "${WORKDIR}/git"
 
