@@ -15,6 +15,9 @@ pub enum Weights {
     /// on a u8 grid through a quantise-dequantise pair, as onnxruntime's
     /// QDQ quantiser writes a convolution.
     Int8Qdq,
+    /// As `Int8Qdq`, the input upsampled 2× (nearest) between its pair and
+    /// a second pair of the same grid, as the swapper's decoder has it.
+    Int8QdqUpsampled,
 }
 
 /// A value in [-1, 1] that varies with `i` without a pattern the kernels
@@ -73,6 +76,7 @@ fn value_info(name: &str, dims: [usize; 4]) -> pb::ValueInfoProto {
 fn weights(ci: usize, co: usize, kind: Weights) -> (Vec<pb::NodeProto>, Vec<pb::TensorProto>) {
     let dims = vec![co as i64, ci as i64, 3, 3];
     let spread = (ci as f32 * 9.0).sqrt();
+    let kind = if kind == Weights::Int8QdqUpsampled { Weights::Int8Qdq } else { kind };
     if kind == Weights::F32 {
         let values: Vec<f32> = (0..co * ci * 9).map(|i| value(i) / spread).collect();
         return (vec![], vec![floats("w", dims, &values)]);
@@ -91,7 +95,8 @@ fn weights(ci: usize, co: usize, kind: Weights) -> (Vec<pb::NodeProto>, Vec<pb::
 }
 
 /// An ONNX graph of one 3×3 convolution (`ci` → `co` channels, padding 1,
-/// stride 1) and a ReLU over a 1×`ci`×`h`×`w` input.
+/// stride 1) and a ReLU over a 1×`ci`×`h`×`w` input (upsampled 2× first
+/// with `Int8QdqUpsampled`).
 pub fn conv_relu(ci: usize, co: usize, (h, w): (usize, usize), kind: Weights) -> Vec<u8> {
     let conv_attrs = vec![
         attribute("kernel_shape", vec![3, 3], 0),
@@ -99,7 +104,8 @@ pub fn conv_relu(ci: usize, co: usize, (h, w): (usize, usize), kind: Weights) ->
         attribute("strides", vec![1, 1], 0),
     ];
     let (mut nodes, mut initializer) = weights(ci, co, kind);
-    let input = if kind == Weights::Int8Qdq {
+    let factor = if kind == Weights::Int8QdqUpsampled { 2 } else { 1 };
+    let input = if matches!(kind, Weights::Int8Qdq | Weights::Int8QdqUpsampled) {
         nodes.push(node("QuantizeLinear", &["x", "xs", "xz"], "xq", vec![]));
         nodes.push(node("DequantizeLinear", &["xq", "xs", "xz"], "xd", vec![]));
         initializer.push(floats("xs", vec![], &[1.0 / 120.0]));
@@ -108,13 +114,28 @@ pub fn conv_relu(ci: usize, co: usize, (h, w): (usize, usize), kind: Weights) ->
     } else {
         "x"
     };
+    let (input, (h, w)) = if kind == Weights::Int8QdqUpsampled {
+        let mode = pb::AttributeProto {
+            name: "mode".into(),
+            s: b"nearest".to_vec(),
+            r#type: pb::attribute_proto::AttributeType::String as i32,
+            ..Default::default()
+        };
+        nodes.push(node("Resize", &[input, "", "up"], "xu", vec![mode]));
+        nodes.push(node("QuantizeLinear", &["xu", "xs", "xz"], "xuq", vec![]));
+        nodes.push(node("DequantizeLinear", &["xuq", "xs", "xz"], "xud", vec![]));
+        initializer.push(floats("up", vec![4], &[1.0, 1.0, 2.0, 2.0]));
+        ("xud", (2 * h, 2 * w))
+    } else {
+        (input, (h, w))
+    };
     nodes.extend([node("Conv", &[input, "w", "b"], "conv", conv_attrs), node("Relu", &["conv"], "y", vec![])]);
     initializer.push(floats("b", vec![co as i64], &(0..co).map(|o| value(o + 7) * 0.1).collect::<Vec<_>>()));
     let graph = pb::GraphProto {
         name: "conv".into(),
         node: nodes,
         initializer,
-        input: vec![value_info("x", [1, ci, h, w])],
+        input: vec![value_info("x", [1, ci, h / factor, w / factor])],
         output: vec![value_info("y", [1, co, h, w])],
         ..Default::default()
     };

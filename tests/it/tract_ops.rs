@@ -244,7 +244,8 @@ fn the_detectors_sibling_heads_are_merged_into_one_convolution_a_level() {
 /// (2304 taps) tract's own product runs. With symmetric INT8 weights and
 /// the input on a u8 grid, the integer product runs where the CPU has VNNI
 /// (`FusiondGemmInt8Conv+Relu`), with AVX-512 VNNI from 1152 taps, also
-/// when the weights were folded to f32. The map (9×13) and the output channels
+/// when the weights were folded to f32, and behind a nearest upsampling
+/// whose repeated pair is dropped. The map (9×13) and the output channels
 /// are not whole tiles.
 #[test]
 fn the_blocked_product_gives_tracts_own_outputs_to_1e_5() {
@@ -268,6 +269,9 @@ fn the_blocked_product_gives_tracts_own_outputs_to_1e_5() {
         // Weights small enough to be folded to f32 before import, and
         // found again as integers.
         (128, 40, Weights::Int8Qdq, (int8_op, usize::from(vnni512))),
+        // The same behind a nearest upsampling whose repeated pair is
+        // dropped: the input's grid is found through the upsampling.
+        (128, 40, Weights::Int8QdqUpsampled, (int8_op, usize::from(vnni512))),
     ];
     for (ci, co, weights, (op, want)) in cases {
         let file = dir.path().join(format!("conv{ci}-{weights:?}.onnx"));
