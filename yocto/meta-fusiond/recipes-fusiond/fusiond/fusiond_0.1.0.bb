@@ -25,7 +25,7 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
 # fusiond-inputs: 2b9f9a3f362a6d0bbb63c5961268942eb7a1f5f1ab3e874af964b5e2e2118c0a
-SRCREV = "4dde559e12bc31470b79385c7627a1b739f5c90e"
+SRCREV = "8afc5696a8793bdba93ef3693a0b1654dec44f05"
 
 S = "${WORKDIR}/git"
 
