@@ -241,7 +241,8 @@ fn the_detectors_sibling_heads_are_merged_into_one_convolution_a_level() {
 /// own outputs to 1e-5 of the largest, with f32 weights and with INT8 ones
 /// too big for `dequant_weights` to compute before import (230 channels:
 /// 4.2 MB as f32, past tract's 4 MiB folding budget); over 256 channels
-/// (2304 taps) tract's own product runs. With symmetric INT8 weights and
+/// (2304 taps) too with few output channels (20), but with 80 tract's own
+/// product runs. With symmetric INT8 weights and
 /// the input on a u8 grid, the integer product runs where the CPU has VNNI
 /// (`FusiondGemmInt8Conv+Relu`), with AVX-512 VNNI from 1152 taps, also
 /// when the weights were folded to f32, and behind a nearest upsampling
@@ -263,7 +264,8 @@ fn the_blocked_product_gives_tracts_own_outputs_to_1e_5() {
     let qdq_op = if vnni512 || vnni256 { int8_op } else { f32_op };
     let cases = [
         (512, 20, Weights::F32, (f32_op, usize::from(kernel))),
-        (256, 20, Weights::F32, (f32_op, 0)),
+        (256, 20, Weights::F32, (f32_op, usize::from(kernel))),
+        (256, 80, Weights::F32, (f32_op, 0)),
         (512, 230, Weights::Int8, (f32_op, usize::from(kernel))),
         (512, 230, Weights::Int8Qdq, (qdq_op, usize::from(kernel))),
         // Weights small enough to be folded to f32 before import, and

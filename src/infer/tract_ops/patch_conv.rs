@@ -9,9 +9,10 @@
 //! bias, by FMA), so the outputs are those of tract's vectorised loop.
 //!
 //! A convolution with very many taps (at least [`gemm_conv::MIN_TAPS`],
-//! the swapper's) is the same op with another kernel: the blocked product
-//! of [`gemm_conv`], whose sums are those of tract's product (bit for bit
-//! in `tests/it/tract_ops.rs`).
+//! the swapper's), or with many taps and few output channels
+//! ([`FEW_CO`]: SCRFD's merged heads), is the same op with another kernel:
+//! the blocked product of [`gemm_conv`], whose sums are those of tract's
+//! product (bit for bit in `tests/it/tract_ops.rs`).
 
 use super::fake_quant::Grid;
 use super::gather::gather;
@@ -87,18 +88,33 @@ pub fn integer_min_taps() -> Option<usize> {
 /// took 12.7 against 9.3 ms at 80×80).
 const MAX_TAPS: usize = 144;
 
+/// The most output channels a convolution of [`FEW_CO_TAPS`] taps or more
+/// takes the blocked product with (below [`gemm_conv::MIN_TAPS`]): tract's
+/// product is slow on so few rows of weights. SCRFD's merged heads (576
+/// taps, 30 channels) at 80×80 took 1.37–1.42 against 1.67–1.68 ms, and the
+/// whole model 9.33–9.62 against 9.98–10.19 at two threads
+/// (`fusiond profile scrfd_500m`, 60 runs, in turns); ArcFace's 576-tap
+/// convolutions of 64 channels left it as fast (7.72–7.90 against
+/// 7.80–7.82 ms at one thread, 6.10–6.16 against 6.13–6.14 at two).
+const FEW_CO: usize = 64;
+
+/// See [`FEW_CO`].
+const FEW_CO_TAPS: usize = 512;
+
 impl PatchConv {
     /// The op for this ONNX convolution (already found plain) and these
     /// facts, where [`Geometry::of`] finds one and the weights are f32
     /// constants: with at most [`MAX_TAPS`] taps (and more than one a
     /// channel) through the pointwise kernel, with at least
-    /// [`gemm_conv::MIN_TAPS`] through the blocked product; `None` otherwise.
+    /// [`gemm_conv::MIN_TAPS`] (or [`FEW_CO_TAPS`] and at most [`FEW_CO`]
+    /// output channels) through the blocked product; `None` otherwise.
     pub fn for_facts(conv: &Conv, x: &TypedFact, w: &TypedFact, bias: Option<&TypedFact>) -> Option<PatchConv> {
         let konst = w.konst.as_ref()?;
         let geometry = Geometry::of(conv, x, konst.shape())?;
         let (co, taps, (kh, kw)) = (konst.shape()[0], geometry.taps(), geometry.kernel);
         let small = taps <= MAX_TAPS && kh * kw > 1;
-        if !small && taps < gemm_conv::MIN_TAPS {
+        let blocked = taps >= gemm_conv::MIN_TAPS || (taps >= FEW_CO_TAPS && co <= FEW_CO);
+        if !small && !blocked {
             return None;
         }
         let bias = super::const_bias(bias, co)?;
