@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 2b9f9a3f362a6d0bbb63c5961268942eb7a1f5f1ab3e874af964b5e2e2118c0a
-SRCREV = "8afc5696a8793bdba93ef3693a0b1654dec44f05"
+# fusiond-inputs: 3d954715111ec6ef2a0f958c5a5c7b5004146ac2c568e17bab4bac1baa93dc16
+SRCREV = "7091953c931b4b205de26773d323ce430fe8075f"
 
 S = "${WORKDIR}/git"
 
