@@ -89,6 +89,11 @@ fn keeps_values(node: &NodeProto) -> bool {
 /// their input's grid (the integer products) find it through the same ops
 /// (`output_grid`). Returns how many it dropped.
 pub fn drop_repeats(graph: &mut GraphProto) -> usize {
+    // A subgraph (If, Loop) may read a tensor by its name: none is renamed.
+    let subgraphs = graph.node.iter().flat_map(|n| &n.attribute).any(|a| a.g.is_some() || !a.graphs.is_empty());
+    if subgraphs {
+        return 0;
+    }
     let initializers: HashMap<String, TensorProto> =
         graph.initializer.iter().map(|t| (t.name.clone(), TensorProto { name: String::new(), ..t.clone() })).collect();
     let outputs: Vec<String> = graph.output.iter().map(|o| o.name.clone()).collect();
@@ -111,7 +116,8 @@ pub fn drop_repeats(graph: &mut GraphProto) -> usize {
         let repeat = node.op_type == OP_TYPE
             && node.output.len() == 1
             && !outputs.contains(&node.output[0])
-            && grid(ix).is_some_and(|own| grid_source(graph, &producer, &node.input[0]).and_then(grid) == Some(own));
+            && grid(ix)
+                .is_some_and(|own| grid_source(graph, &producer, (ix, &node.input[0])).and_then(grid) == Some(own));
         if repeat {
             renamed.insert(node.output[0].clone(), node.input[0].clone());
         } else {
@@ -123,10 +129,17 @@ pub fn drop_repeats(graph: &mut GraphProto) -> usize {
     dropped.iter().filter(|d| **d).count()
 }
 
-/// The fused pair whose values `tensor` holds, through ops that keep them.
-fn grid_source<'g>(graph: &'g GraphProto, producer: &HashMap<String, usize>, mut tensor: &'g str) -> Option<usize> {
+/// The fused pair whose values `tensor` (read by node `reader`) holds,
+/// through ops that keep them; each step goes to an earlier node, so a
+/// graph with a cycle ends the walk instead of running it for ever.
+fn grid_source<'g>(
+    graph: &'g GraphProto,
+    producer: &HashMap<String, usize>,
+    (mut reader, mut tensor): (usize, &'g str),
+) -> Option<usize> {
     loop {
-        let &at = producer.get(tensor)?;
+        let &at = producer.get(tensor).filter(|at| **at < reader)?;
+        reader = at;
         let node = &graph.node[at];
         if node.op_type == OP_TYPE {
             return Some(at);
@@ -301,6 +314,35 @@ mod tests {
             g.node.iter().find(|n| n.name == "sum").map(|n| n.input.clone()),
             Some(vec!["f4".into(), "reshape".into()])
         );
+    }
+
+    #[test]
+    fn a_graph_with_a_subgraph_or_a_cycle_loses_no_pair_and_ends() {
+        let fq = |name: &str, x: &str| node(OP_TYPE, name, &[x, "s", "z"], name);
+        let scale = TensorProto { float_data: vec![0.5], ..initializer("s", &[]) };
+        let zero = TensorProto { data_type: 2, int32_data: vec![3], ..initializer("z", &[]) };
+        let graph = |nodes: Vec<NodeProto>| GraphProto {
+            node: nodes,
+            initializer: vec![scale.clone(), zero.clone()],
+            output: vec![ValueInfoProto { name: "y".into(), ..Default::default() }],
+            ..Default::default()
+        };
+        let mut with_if = node("If", "if", &["c"], "y");
+        with_if.attribute.push(AttributeProto {
+            name: "then_branch".into(),
+            g: Some(GraphProto::default()),
+            ..Default::default()
+        });
+        let mut g = graph(vec![fq("f1", "x"), node("MaxPool", "pool", &["f1"], "pool"), fq("f2", "pool"), with_if]);
+        assert_eq!(drop_repeats(&mut g), 0, "a subgraph could read f2 by name");
+        // a and b read each other (a malformed file): the walk from f3 ends.
+        let mut g = graph(vec![
+            node("Transpose", "a", &["b"], "a"),
+            node("Transpose", "b", &["a"], "b"),
+            fq("f3", "a"),
+            node("Relu", "y", &["f3"], "y"),
+        ]);
+        assert_eq!(drop_repeats(&mut g), 0);
     }
 
     #[test]
