@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 3d954715111ec6ef2a0f958c5a5c7b5004146ac2c568e17bab4bac1baa93dc16
-SRCREV = "7091953c931b4b205de26773d323ce430fe8075f"
+# fusiond-inputs: cadd18035d84dafaecda3e87a93dd7ef8a4f629223d4752220b164a0e508545c
+SRCREV = "4d75e1ca14440f9429cb9c5d646a10c210881e79"
 
 S = "${WORKDIR}/git"
 
