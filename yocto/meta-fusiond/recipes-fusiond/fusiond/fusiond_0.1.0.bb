@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: cadd18035d84dafaecda3e87a93dd7ef8a4f629223d4752220b164a0e508545c
-SRCREV = "4d75e1ca14440f9429cb9c5d646a10c210881e79"
+# fusiond-inputs: d3eb4c7ad0a0875aa898dbb7ca3939ab5e0d6935e2afcaa24247b92cf73e4114
+SRCREV = "45b495531f2dac39451e83a547f84de72443f7f4"
 
 S = "${WORKDIR}/git"
 
