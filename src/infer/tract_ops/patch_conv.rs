@@ -92,10 +92,11 @@ const MAX_TAPS: usize = 144;
 /// takes the blocked product with (below [`gemm_conv::MIN_TAPS`]): tract's
 /// product is slow on so few rows of weights. SCRFD's merged heads (576
 /// taps, 30 channels) at 80×80 took 1.37–1.42 against 1.67–1.68 ms, and the
-/// whole model 9.33–9.62 against 9.98–10.19 at two threads
-/// (`fusiond profile scrfd_500m`, 60 runs, in turns); ArcFace's 576-tap
-/// convolutions of 64 channels left it as fast (7.72–7.90 against
-/// 7.80–7.82 ms at one thread, 6.10–6.16 against 6.13–6.14 at two).
+/// whole model 9.33–9.81 against 9.98–10.28 at two threads
+/// (`fusiond profile scrfd_500m`, 40–60 runs, in turns). ArcFace's plan
+/// takes none (tract's own product still runs all 22 of its convolutions)
+/// and ran as fast (7.72–7.90 against 7.80–7.82 ms at one thread,
+/// 6.10–6.16 against 6.13–6.14 at two).
 const FEW_CO: usize = 64;
 
 /// See [`FEW_CO`].
