@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: d3eb4c7ad0a0875aa898dbb7ca3939ab5e0d6935e2afcaa24247b92cf73e4114
-SRCREV = "45b495531f2dac39451e83a547f84de72443f7f4"
+# fusiond-inputs: 0c0fe70234307da2105fbbb52f69789133d8adcbc6eb9d53ed3fbe071ccddaa8
+SRCREV = "cbead0b9482c881969b22861bc463627f1765524"
 
 S = "${WORKDIR}/git"
 
