@@ -7,6 +7,8 @@
 mod broker;
 mod clock;
 mod figures;
+mod gpu_frames;
+mod gpu_models;
 mod jpeg;
 mod live;
 mod models;
@@ -36,6 +38,10 @@ enum Command {
     Stability(stability::Args),
     /// The core clock, measured with a chain of dependent adds (the roofline's peak).
     Clock(clock::Args),
+    /// Each model on tract, ONNX Runtime's CPU and its GPU providers: load, second start, runs, agreement.
+    GpuModels(gpu_models::Args),
+    /// A 640x480 frame with the swap on the given providers, one face and four: per stage and fps.
+    GpuFrames(gpu_frames::Args),
     /// JPEG encoding: fusiond's libjpeg-turbo, the pure-Rust jpeg-encoder and OpenCV, in turns.
     Jpeg(jpeg::Args),
 }
@@ -53,6 +59,8 @@ fn main() -> ExitCode {
         Command::Stability(a) => stability::run(a),
         Command::Clock(a) => clock::run(a),
         Command::Jpeg(a) => jpeg::run(a),
+        Command::GpuModels(a) => gpu_models::run(a),
+        Command::GpuFrames(a) => gpu_frames::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,9 +8,10 @@ mod run;
 mod store;
 mod swap;
 mod tools;
+mod warm;
 
 use crate::face::{Detector, Enhancer, MaskSettings, Recognizer, Swapper};
-use crate::infer::{EngineKind, Engines, InferenceSettings};
+use crate::infer::{EngineKind, Engines, InferenceSettings, ProviderKind};
 use crate::manifest::Kind;
 use crate::store::{LoadedModel, Loader};
 use anyhow::{Context, Result};
@@ -60,9 +61,10 @@ pub enum Command {
     Load(store::LoadArgs),
     /// Validate a configuration without starting anything.
     CheckConfig(store::ConfigArgs),
-    /// Load every tier's models on their configured engines once, so TensorRT
-    /// engines are built and cached before the daemon's first start.
-    Warm(store::ConfigArgs),
+    /// Load every tier's models on their configured engines once, in a child
+    /// process under a time limit, so TensorRT engines are built and cached
+    /// before the daemon's first start.
+    Warm(warm::WarmArgs),
 }
 
 /// Model directories and detector choice shared by the subcommands.
@@ -106,6 +108,18 @@ pub struct EngineArgs {
     /// (inference.tract_fused_ops = false).
     #[arg(long)]
     pub tract_stock_ops: bool,
+    /// ONNX Runtime's execution providers in order of preference, e.g.
+    /// `cuda` or `tensorrt,cuda` (inference.ort.providers; default cpu).
+    /// With a GPU provider the CPU never stands in for it.
+    #[arg(long, value_delimiter = ',', value_parser = parse_provider)]
+    pub ort_providers: Vec<ProviderKind>,
+    /// TensorRT may build FP16 kernels, after the FP16 self-test
+    /// (inference.ort.tensorrt.fp16).
+    #[arg(long)]
+    pub trt_fp16: bool,
+    /// TensorRT's engine caches (inference.ort.tensorrt.cache_dir).
+    #[arg(long, value_name = "DIR")]
+    pub trt_cache: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -130,6 +144,13 @@ impl EngineArgs {
         };
         c.ort.threads = self.threads.max(1);
         c.ort.library = ort_library(self.ort_library.as_deref());
+        if !self.ort_providers.is_empty() {
+            c.ort.providers = self.ort_providers.clone();
+        }
+        c.ort.tensorrt.fp16 = self.trt_fp16;
+        if let Some(dir) = &self.trt_cache {
+            c.ort.tensorrt.cache_dir = dir.clone();
+        }
         c
     }
 
@@ -144,6 +165,15 @@ pub fn ort_library(explicit: Option<&Path>) -> PathBuf {
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os("FUSIOND_ORT_LIBRARY").map(PathBuf::from))
         .unwrap_or_else(|| InferenceSettings::default().ort.library)
+}
+
+fn parse_provider(s: &str) -> Result<ProviderKind, String> {
+    match s.trim() {
+        "cpu" => Ok(ProviderKind::Cpu),
+        "cuda" => Ok(ProviderKind::Cuda),
+        "tensorrt" => Ok(ProviderKind::Tensorrt),
+        other => Err(format!("`{other}` is not an execution provider: cpu, cuda or tensorrt")),
+    }
 }
 
 fn parse_threads(s: &str) -> Result<usize, String> {
@@ -271,6 +301,6 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Stage(a) => store::stage_cmd(a),
         Command::Load(a) => store::load(a).map(|()| 0),
         Command::CheckConfig(a) => store::check_config(a).map(|()| 0),
-        Command::Warm(a) => store::warm(a).map(|()| 0),
+        Command::Warm(a) => warm::warm(a).map(|()| 0),
     }
 }

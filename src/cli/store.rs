@@ -119,45 +119,6 @@ fn since_process_start() -> Option<f64> {
     Some(uptime - start_ticks / hz as f64)
 }
 
-/// Loads every tier's models on their configured engines, so TensorRT's
-/// engine and timing caches are built before the first start.
-pub fn warm(args: ConfigArgs) -> Result<()> {
-    let config = args.load()?;
-    let store = Store::open(&config, Engines::from_settings(&config.inference)?)?;
-    let mut failed = 0;
-    let mut fell_back = 0;
-    for name in config.all_models() {
-        let t = std::time::Instant::now();
-        match store.model(name) {
-            Ok(m) => {
-                let p = m.model.placement();
-                fell_back += usize::from(!p.failed.is_empty());
-                println!(
-                    "  {name:<24} {:>8.1} s  on {} {:?}{}",
-                    t.elapsed().as_secs_f64(),
-                    p.engine,
-                    p.providers,
-                    p.failed.iter().map(|f| format!("; {} FAILED: {}", f.provider, f.error)).collect::<String>()
-                );
-            }
-            Err(e) => {
-                failed += 1;
-                println!("  {name:<24} FAILED: {e}");
-            }
-        }
-    }
-    if config.inference.builds_engines() {
-        println!("TensorRT caches: {}", config.inference.ort.tensorrt.cache_dir.display());
-    }
-    anyhow::ensure!(failed == 0, "{failed} model(s) could not be loaded");
-    anyhow::ensure!(
-        fell_back == 0,
-        "{fell_back} model(s) run on a fallback provider: the configured providers above failed, so nothing was \
-         built for them; fix the ONNX Runtime install or inference.ort.providers"
-    );
-    Ok(())
-}
-
 pub fn load(args: LoadArgs) -> Result<()> {
     let config = args.config.load()?;
     let store = Store::open(&config, Engines::from_settings(&config.inference)?)?;

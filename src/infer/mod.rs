@@ -4,6 +4,7 @@
 //! A [`Model`] is the shared, optimised plan (`Send + Sync`, load once). A
 //! [`Session`] is the per-thread mutable state that runs it.
 
+pub mod agreement;
 mod engines;
 pub mod onnx;
 #[cfg(feature = "ort")]
@@ -93,6 +94,9 @@ pub struct Placement {
     pub failed: Vec<ProviderFailure>,
     /// Whether the engine runs on the file's bytes in place (weights resident once).
     pub zero_copy: bool,
+    /// Where a profiled run after warm-up ran its nodes, when the model was
+    /// required to run on the GPU (`cuda: 112 nodes`).
+    pub proven_on: Option<String>,
 }
 
 /// A model input as loaded: its name and the fixed shape it was planned for.
@@ -196,6 +200,10 @@ pub enum InferError {
     UnknownOutput { name: String, available: String },
     #[error("inference failed: {0}")]
     Run(String),
+    /// A model cannot run where the config puts it (no GPU provider, a node
+    /// left to the CPU); the message says what to install or set.
+    #[error("{0}")]
+    Placement(String),
     /// The engine itself cannot start (a missing, foreign or too old ONNX
     /// Runtime library); the message says what to install or set.
     #[error("{0}")]

@@ -18,16 +18,25 @@ use super::{
     Placement, ProviderFailure, Result, Session, Tensor,
 };
 use super::{OrtSettings, ProviderKind};
+use options::OrtVersion;
 use ort::environment::Environment;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::{Session as OrtSession, SessionInputValue};
 use ort::value::{TensorElementType, TensorRef, ValueType};
+use plan::{BoxIdentity, BuildPlan};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+mod engine_cache;
+mod fp16;
+mod gpu;
+mod options;
+mod plan;
+mod proof;
 mod providers;
+mod verify;
 
 /// One ONNX Runtime environment per process (the library allows no more),
 /// and one library: the first one opened successfully.
@@ -70,14 +79,29 @@ fn environment(library: &Path) -> Result<Environment> {
 pub struct OrtBackend {
     env: Environment,
     settings: OrtSettings,
+    identity: Arc<BoxIdentity>,
 }
 
 impl OrtBackend {
     /// Opens the library now, so a missing or too old one is reported at
-    /// start and not at the first model.
+    /// start and not at the first model. With TensorRT listed, also reads
+    /// what the engine cache's key needs (GPU, library versions).
     pub fn new(settings: OrtSettings) -> Result<Self> {
         let env = environment(&settings.library)?;
-        Ok(OrtBackend { env, settings })
+        let version = OrtVersion::of_library(&settings.library, ort::info());
+        if version.is_none() {
+            log::warn!(
+                "cannot tell the version of ONNX Runtime {}; provider options newer than {} are left out",
+                settings.library.display(),
+                OrtVersion::FLOOR
+            );
+        }
+        let identity = Arc::new(BoxIdentity::probe(&settings, version));
+        Ok(OrtBackend { env, settings, identity })
+    }
+
+    fn version(&self) -> OrtVersion {
+        self.identity.version.unwrap_or(OrtVersion::FLOOR)
     }
 }
 
@@ -120,6 +144,9 @@ struct Shared {
     backend: OrtBackend,
     /// Inputs as TensorRT's shape profile needs them (empty otherwise).
     profile: Vec<InputSpec>,
+    /// How the first session was built, less its profiling and its
+    /// EP-context writing: later ones find the engines in the cache.
+    plan: BuildPlan,
     bytes: ModelBytes,
 }
 
@@ -128,7 +155,7 @@ impl Shared {
         let idle = self.idle.lock().map_err(|_| load_err("an earlier session build panicked"))?.pop();
         match idle {
             Some(s) => Ok(s),
-            None => Ok(self.backend.build((*self.bytes).as_ref(), &self.profile)?.0),
+            None => Ok(self.backend.build((*self.bytes).as_ref(), &self.profile, &self.plan)?.0),
         }
     }
 }
@@ -157,6 +184,9 @@ impl Drop for OrtRun {
     }
 }
 
+/// One built session and what became of the providers asked for.
+type Built = (OrtSession, Vec<String>, Vec<ProviderFailure>);
+
 impl Backend for OrtBackend {
     fn name(&self) -> &'static str {
         "ort"
@@ -164,26 +194,15 @@ impl Backend for OrtBackend {
 
     fn load(&self, bytes: ModelBytes, specs: &[InputShape]) -> Result<Arc<dyn Model>> {
         let start = Instant::now();
-        // Input names come from a first, provider-less look at the graph only
-        // when a provider needs them before the session exists (TensorRT's
-        // shape profile); the input specs are otherwise fixed below.
-        let (bytes, profile) = if self.settings.providers.contains(&ProviderKind::Tensorrt) {
-            let probe = OrtSession::builder(&self.env)
-                .map_err(load_err)?
-                .with_optimization_level(GraphOptimizationLevel::Disable)
-                .map_err(load_err)?
-                .commit_from_memory((*bytes).as_ref())
-                .map_err(load_err)?;
-            let profile = resolve_inputs(&declared(&probe), specs)?;
-            (redeclare(bytes, &declared(&probe), &profile)?.0, profile)
-        } else {
-            (bytes, Vec::new())
-        };
-        let (mut session, mut providers, mut failed) = self.build((*bytes).as_ref(), &profile)?;
+        let (bytes, profile) = self.shape_profile(bytes, specs)?;
+        let fp16 = self.settings.providers.contains(&ProviderKind::Tensorrt) && self.settings.tensorrt.fp16;
+        let mut plan = plan::first_build(&self.settings, &self.identity, (*bytes).as_ref(), &profile, fp16);
+        plan.profile_to = self.settings.requires_gpu().then(verify::profile_prefix);
+        let (mut session, mut providers, mut failed) = self.build_first((*bytes).as_ref(), &profile, &mut plan)?;
         let inputs = resolve_inputs(&declared(&session), specs)?;
         let (bytes, changed) = redeclare(bytes, &declared(&session), &inputs)?;
         if changed {
-            (session, providers, failed) = self.build((*bytes).as_ref(), &profile)?;
+            (session, providers, failed) = self.build((*bytes).as_ref(), &profile, &plan)?;
         }
         for (name, dtype) in declared(&session) {
             if !matches!(dtype, ValueType::Tensor { ty: TensorElementType::Float32, .. }) {
@@ -193,18 +212,78 @@ impl Backend for OrtBackend {
             }
         }
         let outputs: Arc<[String]> = session.outputs().iter().map(|o| o.name().to_string()).collect();
+        let io = verify::Io { inputs: &inputs, outputs: &outputs };
+        if plan.fp16 && self.settings.tensorrt.fp16_check && providers.iter().any(|p| p == "tensorrt") {
+            if let Some(refused) = self.fp16_self_test(&mut session, (*bytes).as_ref(), &profile, &mut plan, &io)? {
+                failed.push(refused);
+            }
+        }
+        let proven_on = match self.settings.requires_gpu() {
+            true => Some(verify::prove(&mut session, &io)?.summary()),
+            false => None,
+        };
         // ONNX Runtime parses, optimises and plans in one call.
         let phases = LoadPhases { optimize: start.elapsed(), ..LoadPhases::default() };
-        let placement = Placement { engine: "ort", providers, failed, zero_copy: is_ort_format((*bytes).as_ref()) };
-        let shared =
-            Arc::new(Shared { idle: Mutex::new(vec![session]), backend: self.clone(), profile, bytes: bytes.clone() });
+        let zero_copy = is_ort_format((*bytes).as_ref());
+        let placement = Placement { engine: "ort", providers, failed, zero_copy, proven_on };
+        plan.profile_to = None;
+        plan.dump_context = false;
+        plan.context = None;
+        let shared = Arc::new(Shared {
+            idle: Mutex::new(vec![session]),
+            backend: self.clone(),
+            profile,
+            plan,
+            bytes: bytes.clone(),
+        });
         Ok(Arc::new(OrtModel { shared, inputs, outputs, phases, placement }))
     }
 }
 
 impl OrtBackend {
-    /// One session over `raw` with the configured options and providers.
-    fn build(&self, raw: &[u8], profile: &[InputSpec]) -> Result<(OrtSession, Vec<String>, Vec<ProviderFailure>)> {
+    /// `bytes` with its inputs declared at the load's shapes, and those
+    /// shapes, when TensorRT is listed: its shape profile needs the input
+    /// names before the session exists, so a first, provider-less session
+    /// reads them. Otherwise `bytes` as they are and no profile.
+    fn shape_profile(&self, bytes: ModelBytes, specs: &[InputShape]) -> Result<(ModelBytes, Vec<InputSpec>)> {
+        if !self.settings.providers.contains(&ProviderKind::Tensorrt) {
+            return Ok((bytes, Vec::new()));
+        }
+        let probe = OrtSession::builder(&self.env)
+            .map_err(load_err)?
+            .with_optimization_level(GraphOptimizationLevel::Disable)
+            .map_err(load_err)?
+            .commit_from_memory((*bytes).as_ref())
+            .map_err(load_err)?;
+        let profile = resolve_inputs(&declared(&probe), specs)?;
+        Ok((redeclare(bytes, &declared(&probe), &profile)?.0, profile))
+    }
+
+    /// The first build: from the EP-context model of an earlier start where
+    /// there is one, and from the model itself (writing a new context
+    /// model) when that one does not load.
+    fn build_first(&self, raw: &[u8], profile: &[InputSpec], plan: &mut BuildPlan) -> Result<Built> {
+        let Some(context) = plan.context.clone() else {
+            return self.build(raw, profile, plan);
+        };
+        match self.build(raw, profile, plan) {
+            Ok(built) => {
+                log::info!("TensorRT: loaded the EP-context model {}", context.display());
+                Ok(built)
+            }
+            Err(e) => {
+                log::warn!("the EP-context model {} does not load ({e}); building anew", context.display());
+                let _ = std::fs::remove_file(&context);
+                plan.context = None;
+                plan.dump_context = true;
+                self.build(raw, profile, plan)
+            }
+        }
+    }
+
+    /// One session over `raw` (or the plan's EP-context model) with the
+    /// configured options and providers.
+    fn build(&self, raw: &[u8], profile: &[InputSpec], plan: &BuildPlan) -> Result<Built> {
         let mut builder = OrtSession::builder(&self.env)
             .map_err(load_err)?
             .with_optimization_level(GraphOptimizationLevel::All)
@@ -213,6 +292,11 @@ impl OrtBackend {
             .map_err(load_err)?
             .with_inter_threads(1)
             .map_err(load_err)?;
+        let context = match &plan.context {
+            Some(path) => Some(std::fs::read(path).map_err(|e| load_err(format!("{}: {e}", path.display())))?),
+            None => None,
+        };
+        let raw = context.as_deref().unwrap_or(raw);
         if is_ort_format(raw) {
             // The session reads initializers straight from the mapped file;
             // `Shared` keeps the mapping alive as long as its sessions.
@@ -222,7 +306,15 @@ impl OrtBackend {
                 .with_config_entry("session.use_ort_model_bytes_for_initializers", "1")
                 .map_err(load_err)?;
         }
-        let (providers, failed) = providers::register(&self.settings, &mut builder, profile)?;
+        if self.settings.requires_gpu() {
+            builder = builder.with_config_entry("session.disable_cpu_ep_fallback", "1").map_err(load_err)?;
+        }
+        if let Some(prefix) = &plan.profile_to {
+            builder = builder.with_profiling(prefix).map_err(load_err)?;
+        }
+        let registration =
+            providers::Registration { settings: &self.settings, version: self.version(), inputs: profile, plan };
+        let (providers, failed) = providers::register(&registration, &mut builder)?;
         let session = builder.commit_from_memory(raw).map_err(load_err)?;
         Ok((session, providers, failed))
     }
@@ -295,26 +387,36 @@ fn to_f32(value: &ort::value::DynValue) -> Result<Tensor> {
     Err(run_err(format!("output of type {} cannot be read as numbers", value.dtype())))
 }
 
+/// Runs `session` on `given`, fed in `inputs` order; the outputs come
+/// back in `outputs` order.
+fn run_session(
+    session: &mut OrtSession,
+    inputs: &[InputSpec],
+    outputs: &Arc<[String]>,
+    given: &[(&str, &Tensor)],
+) -> Result<Outputs> {
+    let mut values: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = Vec::with_capacity(inputs.len());
+    for spec in inputs {
+        let t = fed(spec, given)?;
+        let shape: Vec<i64> = t.shape().iter().map(|&d| d as i64).collect();
+        let view = TensorRef::from_array_view((shape, t.data())).map_err(run_err)?;
+        values.push((Cow::Borrowed(spec.name.as_str()), view.into()));
+    }
+    let results = session.run(values).map_err(run_err)?;
+    let tensors = outputs
+        .iter()
+        .map(|name| {
+            let value = results.get(name).ok_or_else(|| run_err(format!("output `{name}` is missing")))?;
+            to_f32(value)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Outputs::new(outputs.clone(), tensors))
+}
+
 impl Session for OrtRun {
     fn run(&mut self, given: &[(&str, &Tensor)]) -> Result<Outputs> {
-        let mut values: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = Vec::with_capacity(self.inputs.len());
-        for spec in &self.inputs {
-            let t = fed(spec, given)?;
-            let shape: Vec<i64> = t.shape().iter().map(|&d| d as i64).collect();
-            let view = TensorRef::from_array_view((shape, t.data())).map_err(run_err)?;
-            values.push((Cow::Borrowed(spec.name.as_str()), view.into()));
-        }
         let session = self.session.as_mut().ok_or_else(|| run_err("the session was returned to its pool"))?;
-        let results = session.run(values).map_err(run_err)?;
-        let tensors = self
-            .outputs
-            .iter()
-            .map(|name| {
-                let value = results.get(name).ok_or_else(|| run_err(format!("output `{name}` is missing")))?;
-                to_f32(value)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Outputs::new(self.outputs.clone(), tensors))
+        run_session(session, &self.inputs, &self.outputs, given)
     }
 }
 

@@ -32,6 +32,10 @@ pub enum ProviderKind {
 }
 
 impl ProviderKind {
+    pub fn is_gpu(self) -> bool {
+        matches!(self, ProviderKind::Tensorrt | ProviderKind::Cuda)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             ProviderKind::Tensorrt => "tensorrt",
@@ -93,6 +97,10 @@ impl InferenceSettings {
         if !(1..=MAX_THREADS).contains(&self.tract_threads) || !(1..=MAX_THREADS).contains(&self.ort.threads) {
             return Err(format!("inference: tract_threads and ort.threads must be 1 to {MAX_THREADS}"));
         }
+        let t = &self.ort.tensorrt;
+        if !(t.build_timeout_s > 0.0 && t.build_timeout_s.is_finite()) || t.build_attempts == 0 {
+            return Err("inference.ort.tensorrt: build_timeout_s must be above 0 and build_attempts at least 1".into());
+        }
         if self.ort.providers.is_empty() {
             return Err("inference.ort.providers is empty; list at least \"cpu\"".into());
         }
@@ -115,6 +123,11 @@ pub struct OrtSettings {
     pub threads: usize,
     /// CPU provider: the arena allocator (faster, keeps peak memory).
     pub arena: bool,
+    /// With a GPU provider listed: let a model run on the CPU provider when
+    /// no GPU provider registers, or let some of its nodes run there. False:
+    /// such a model fails its load (so its tier fails loudly), and every
+    /// model's first run is profiled to prove that no node ran on the CPU.
+    pub cpu_fallback: bool,
     pub cuda: CudaSettings,
     pub tensorrt: TensorrtSettings,
 }
@@ -127,6 +140,7 @@ impl Default for OrtSettings {
             error_on_failure: false,
             threads: 1,
             arena: true,
+            cpu_fallback: false,
             cuda: CudaSettings::default(),
             tensorrt: TensorrtSettings::default(),
         }
@@ -134,6 +148,11 @@ impl Default for OrtSettings {
 }
 
 impl OrtSettings {
+    /// Whether a GPU provider is listed and the CPU may not stand in for it.
+    pub fn requires_gpu(&self) -> bool {
+        !self.cpu_fallback && self.providers.iter().any(|p| p.is_gpu())
+    }
+
     /// The CPU provider only, with `threads` threads.
     pub fn cpu(library: PathBuf, threads: usize) -> Self {
         OrtSettings { library, threads: threads.max(1), ..OrtSettings::default() }
@@ -157,6 +176,17 @@ pub struct TensorrtSettings {
     pub cache_dir: PathBuf,
     /// Builder workspace limit.
     pub max_workspace_mib: u64,
+    /// With `fp16`: build FP32 too at first load and refuse FP16 for a model
+    /// whose outputs drift from FP32 on fixed inputs.
+    pub fp16_check: bool,
+    /// Write an EP-context model after the first build and load it on later
+    /// starts, skipping the builder (ONNX Runtime 1.17 or newer).
+    pub ep_context: bool,
+    /// `fusiond warm`: seconds one attempt at building every engine may take.
+    pub build_timeout_s: f64,
+    /// `fusiond warm`: attempts before it gives up (a builder that crashes
+    /// or runs out of time gets another).
+    pub build_attempts: u32,
 }
 
 impl Default for TensorrtSettings {
@@ -167,6 +197,10 @@ impl Default for TensorrtSettings {
             int8: false,
             cache_dir: PathBuf::from("/var/lib/fusiond/state/tensorrt"),
             max_workspace_mib: 1024,
+            fp16_check: true,
+            ep_context: true,
+            build_timeout_s: 1800.0,
+            build_attempts: 2,
         }
     }
 }

@@ -184,7 +184,7 @@ impl Model for TractModel {
     }
 
     fn placement(&self) -> Placement {
-        Placement { engine: "tract", providers: vec!["cpu".into()], failed: vec![], zero_copy: false }
+        Placement { engine: "tract", providers: vec!["cpu".into()], failed: vec![], zero_copy: false, proven_on: None }
     }
 
     fn session(&self) -> Result<Box<dyn Session>> {
