@@ -26,16 +26,24 @@ pub struct Args {
     /// Models to time.
     #[arg(long = "model", value_name = "NAME", required = true)]
     names: Vec<String>,
-    /// Rows besides tract: ort-cpu, cuda, tensorrt, tensorrt-fp16.
+    /// Rows besides tract: ort-cpu, cuda, cuda-fallback (the CPU may run
+    /// what CUDA does not take), tensorrt, tensorrt-fp16.
     #[arg(long, value_delimiter = ',', default_value = "ort-cpu,cuda,tensorrt,tensorrt-fp16")]
     rows: Vec<String>,
     /// A photo with a face: image inputs are made from it (the whole photo
     /// for a detector, a crop of its middle for a face model).
     #[arg(long)]
     photo: PathBuf,
+    /// Threads of the CPU rows (tract, ort-cpu).
+    #[arg(long, default_value_t = 1)]
+    cpu_threads: usize,
     /// Timed runs per row after the first.
     #[arg(long, default_value_t = 20)]
     runs: usize,
+    /// Timed runs of the CPU rows (default: --runs): an inswapper-size
+    /// model takes seconds a run there.
+    #[arg(long)]
+    cpu_runs: Option<usize>,
     /// The library (--ort-library, with the GPU providers) and TensorRT's
     /// engine caches (--trt-cache, kept between the two starts of a row);
     /// the engine flags themselves are set per row.
@@ -95,8 +103,9 @@ fn engine_flags(cmd: &mut Command, row: &str, args: &Args) {
         "tract" => ("tract", "cpu", false),
         "ort-cpu" => ("ort", "cpu", false),
         "cuda" => ("ort", "cuda", false),
+        "cuda-fallback" => ("ort", "cuda", false),
         "tensorrt" => ("ort", "tensorrt", false),
-        _ => ("ort", "tensorrt", true),
+        _ => ("ort", "tensorrt", true), // tensorrt-fp16
     };
     cmd.args(["--engine", engine, "--ort-providers", providers]);
     cmd.arg("--ort-library").arg(ort_library(args.engine.ort_library.as_deref()));
@@ -105,6 +114,12 @@ fn engine_flags(cmd: &mut Command, row: &str, args: &Args) {
     }
     if fp16 {
         cmd.arg("--trt-fp16");
+    }
+    if row.ends_with("fallback") {
+        cmd.arg("--cpu-fallback");
+    }
+    if row == "tract" || row == "ort-cpu" {
+        cmd.arg("--threads").arg(args.cpu_threads.to_string());
     }
 }
 
@@ -171,7 +186,9 @@ fn spawn(args: &Args, model: &str, row: &str, start: u32, out: &Path) -> Result<
     let exe = std::env::current_exe().context("cannot find this executable")?;
     let mut cmd = Command::new(exe);
     cmd.arg("gpu-models").arg("--child").arg(format!("{model}:{row}:{start}")).arg(out);
-    cmd.arg("--photo").arg(&args.photo).arg("--runs").arg(args.runs.to_string());
+    let cpu = row == "tract" || row == "ort-cpu";
+    let runs = if cpu { args.cpu_runs.unwrap_or(args.runs) } else { args.runs };
+    cmd.arg("--photo").arg(&args.photo).arg("--runs").arg(runs.to_string());
     cmd.arg("--model").arg(model);
     for d in &args.dirs {
         cmd.arg("--models").arg(d);
@@ -189,6 +206,10 @@ pub fn run(args: Args) -> Result<()> {
     if !args.child.is_empty() {
         return child(&args);
     }
+    let known = ["ort-cpu", "cuda", "cuda-fallback", "tensorrt", "tensorrt-fp16", ""];
+    if let Some(r) = args.rows.iter().find(|r| !known.contains(&r.as_str())) {
+        bail!("--rows: `{r}` is not one of ort-cpu, cuda, cuda-fallback, tensorrt, tensorrt-fp16");
+    }
     if args.engine.trt_cache.is_none() && args.rows.iter().any(|r| r.starts_with("tensorrt")) {
         bail!("--trt-cache DIR is needed for the TensorRT rows");
     }
@@ -202,7 +223,8 @@ pub fn run(args: Args) -> Result<()> {
     for model in &args.names {
         let reference = work.path().join(format!("{model}-tract.json"));
         let mut tract_ms = None;
-        for row in std::iter::once("tract").chain(args.rows.iter().map(String::as_str)) {
+        let asked = args.rows.iter().map(String::as_str).filter(|r| !r.is_empty());
+        for row in std::iter::once("tract").chain(asked) {
             let starts = if row == "tract" || row == "ort-cpu" { 1 } else { 2 };
             for start in 1..=starts {
                 let out = work.path().join(format!("{model}-{row}.json"));

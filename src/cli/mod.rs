@@ -113,6 +113,10 @@ pub struct EngineArgs {
     /// With a GPU provider the CPU never stands in for it.
     #[arg(long, value_delimiter = ',', value_parser = parse_provider)]
     pub ort_providers: Vec<ProviderKind>,
+    /// Let the CPU provider run what the GPU providers do not take
+    /// (inference.ort.cpu_fallback).
+    #[arg(long)]
+    pub cpu_fallback: bool,
     /// TensorRT may build FP16 kernels, after the FP16 self-test
     /// (inference.ort.tensorrt.fp16).
     #[arg(long)]
@@ -148,6 +152,7 @@ impl EngineArgs {
             c.ort.providers = self.ort_providers.clone();
         }
         c.ort.tensorrt.fp16 = self.trt_fp16;
+        c.ort.cpu_fallback = self.cpu_fallback;
         if let Some(dir) = &self.trt_cache {
             c.ort.tensorrt.cache_dir = dir.clone();
         }

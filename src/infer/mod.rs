@@ -94,8 +94,8 @@ pub struct Placement {
     pub failed: Vec<ProviderFailure>,
     /// Whether the engine runs on the file's bytes in place (weights resident once).
     pub zero_copy: bool,
-    /// Where a profiled run after warm-up ran its nodes, when the model was
-    /// required to run on the GPU (`cuda: 112 nodes`).
+    /// Where a profiled run after warm-up ran its nodes, for a model on a
+    /// GPU provider (`cuda: 112 nodes`).
     pub proven_on: Option<String>,
 }
 

@@ -197,7 +197,8 @@ impl Backend for OrtBackend {
         let (bytes, profile) = self.shape_profile(bytes, specs)?;
         let fp16 = self.settings.providers.contains(&ProviderKind::Tensorrt) && self.settings.tensorrt.fp16;
         let mut plan = plan::first_build(&self.settings, &self.identity, (*bytes).as_ref(), &profile, fp16);
-        plan.profile_to = self.settings.requires_gpu().then(verify::profile_prefix);
+        let on_gpu = self.settings.providers.iter().any(|p| p.is_gpu());
+        plan.profile_to = on_gpu.then(verify::profile_prefix);
         let (mut session, mut providers, mut failed) = self.build_first((*bytes).as_ref(), &profile, &mut plan)?;
         let inputs = resolve_inputs(&declared(&session), specs)?;
         let (bytes, changed) = redeclare(bytes, &declared(&session), &inputs)?;
@@ -218,8 +219,9 @@ impl Backend for OrtBackend {
                 failed.push(refused);
             }
         }
-        let proven_on = match self.settings.requires_gpu() {
-            true => Some(verify::prove(&mut session, &io)?.summary()),
+        // Also ends the profiling the first session was built with.
+        let proven_on = match on_gpu {
+            true => Some(verify::prove(&mut session, &io, self.settings.requires_gpu())?.summary()),
             false => None,
         };
         // ONNX Runtime parses, optimises and plans in one call.

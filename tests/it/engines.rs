@@ -148,30 +148,51 @@ fn both_engines_swap_to_the_same_pixels_with_the_contract_models() {
     }
 }
 
-/// A CPU-only ONNX Runtime cannot register TensorRT or CUDA: each failure is
-/// kept on the model (for the log and `events`), the model runs on the CPU,
-/// and `error_on_failure` turns the first failure into a load error.
+/// A CPU-only ONNX Runtime cannot register TensorRT or CUDA. By default
+/// (`cpu_fallback = false`) the load then fails, saying what to install:
+/// the CPU never stands in for the GPU in silence. With `cpu_fallback` each
+/// failure is kept on the model (for the log and `events`), the model runs
+/// on the CPU, and the profiled run after warm-up, read from ONNX Runtime's
+/// real profile, says so; `error_on_failure` turns the first failure into
+/// a load error. An unknown GPU builds no engine cache.
 #[test]
-fn providers_that_fail_are_reported_and_error_on_failure_refuses_to_fall_back() {
+fn gpu_providers_that_fail_refuse_the_cpu_unless_cpu_fallback_is_set() {
     let tmp = tempfile::tempdir().unwrap();
     let mut config = InferenceSettings { engine: EngineKind::Ort, ..Default::default() };
     config.ort.library = ort_library();
     config.ort.providers = vec![ProviderKind::Tensorrt, ProviderKind::Cuda, ProviderKind::Cpu];
     config.ort.tensorrt.cache_dir = tmp.path().join("trt");
-    let loader = Loader::open(&[shared("models")], Engines::from_settings(&config).unwrap()).unwrap();
-    let entry = loader.catalog().entry("arcface_fr").unwrap().clone();
-    let model = loader.load_with(&entry, &entry.input_shapes()).unwrap();
-    let placement = model.placement();
+    let load = |config: &InferenceSettings| {
+        let loader = Loader::open(&[shared("models")], Engines::from_settings(config).unwrap()).unwrap();
+        let entry = loader.catalog().entry("arcface_fr").unwrap().clone();
+        loader.load_with(&entry, &entry.input_shapes())
+    };
+    let err = load(&config).err().expect("no GPU provider: the load must fail").to_string();
+    assert!(err.contains("no GPU execution provider registered") && err.contains("cpu_fallback"), "{err}");
+    assert!(err.contains("tensorrt:") && err.contains("cuda:"), "each failure is named: {err}");
+
+    config.ort.cpu_fallback = true;
+    let placement = load(&config).unwrap().placement();
     let failed: Vec<&str> = placement.failed.iter().map(|f| f.provider.as_str()).collect();
     assert_eq!(failed, ["tensorrt", "cuda"], "{placement:?}");
     assert!(placement.failed.iter().all(|f| !f.error.is_empty()));
     assert_eq!(placement.providers, ["cpu"]);
-    assert!(tmp.path().join("trt").is_dir(), "the TensorRT cache dir is created on persistent storage");
+    let ran = placement.proven_on.expect("a model with a GPU provider listed is profiled");
+    assert!(ran.starts_with("cpu: ") && !ran.contains("cuda"), "{ran}");
+    assert!(!tmp.path().join("trt").exists(), "no engine cache under an unknown GPU");
 
     config.ort.error_on_failure = true;
-    let loader = Loader::open(&[shared("models")], Engines::from_settings(&config).unwrap()).unwrap();
-    let err = loader.load_with(&entry, &entry.input_shapes()).err().expect("load must fail").to_string();
+    let err = load(&config).err().expect("load must fail").to_string();
     assert!(err.contains("tensorrt") && err.contains("error_on_failure"), "{err}");
+}
+
+/// The CPU provider alone is not profiled, and no model on it says it was.
+#[test]
+fn a_model_on_the_cpu_provider_alone_is_not_profiled() {
+    let (_, o) = catalogs();
+    let entry = o.entry("arcface_fr").unwrap().clone();
+    let model = o.0.load_with(&entry, &entry.input_shapes()).unwrap();
+    assert_eq!(model.placement().proven_on, None);
 }
 
 /// An ORT-format model runs on the mapped bytes in place and gives the same
@@ -265,6 +286,7 @@ engines = {{ yunet_2023mar = "tract" }}
 [inference.ort]
 library = "{library}"
 providers = ["tensorrt", "cuda", "cpu"]
+cpu_fallback = true
 
 [inference.ort.tensorrt]
 cache_dir = "{dir}/trt"
@@ -311,38 +333,113 @@ cache_dir = "{dir}/trt"
     assert!(log.contains("execution provider tensorrt failed"), "the failure is loud in the log:\n{log}");
 }
 
-/// `fusiond warm` loads every tier's models on their engines; when the
-/// configured providers cannot register it builds nothing for them and says
-/// so with a failing exit status, naming each failure.
+/// `fusiond warm` loads every tier's models on their engines, in a child
+/// process. When the configured GPU providers cannot register, the models
+/// fail to load (or, with `cpu_fallback`, load on the CPU and warm still
+/// fails, since nothing was built for them); either way it says so with a
+/// failing exit status, naming each failure.
 #[test]
 fn warm_fails_when_the_configured_providers_cannot_be_used() {
-    use crate::harness::write_config;
     let dir = tempfile::tempdir().unwrap();
-    // The daemon tests' config (its broker is never contacted by `warm`).
-    let config = |providers: &str| {
-        let extra = format!(
-            "[inference]\nengine = \"ort\"\n[inference.ort]\nlibrary = \"{}\"\nproviders = {providers}\n\
-             [inference.ort.tensorrt]\ncache_dir = \"{}/trt\"\n",
-            ort_library().display(),
-            dir.path().display()
-        );
-        write_config(dir.path(), 1, "warm", &extra)
+    let warm = |providers: &str, more: &str| {
+        let config = warm_config(dir.path(), providers, more);
+        crate::util::fusiond_command().arg("warm").arg("--config").arg(config).output().unwrap()
     };
-    let out = crate::util::fusiond_command().arg("warm").arg("--config").arg(config(r#"["cpu"]"#)).output().unwrap();
+    let out = warm(r#"["cpu"]"#, "");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("identity_swapper") && text.contains("on ort [\"cpu\"]"), "{text}");
 
-    let out = crate::util::fusiond_command()
-        .arg("warm")
-        .arg("--config")
-        .arg(config(r#"["tensorrt", "cpu"]"#))
-        .output()
-        .unwrap();
+    let out = warm(r#"["tensorrt", "cpu"]"#, "");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "warm must fail: {stdout}");
+    assert!(stdout.contains("FAILED") && stdout.contains("no GPU execution provider registered"), "{stdout}");
+    assert!(stderr.contains("could not be loaded"), "{stderr}");
+
+    let out = warm(r#"["tensorrt", "cpu"]"#, "cpu_fallback = true\n");
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(!out.status.success(), "warm must fail: {stdout}");
     assert!(stdout.contains("tensorrt FAILED"), "{stdout}");
     assert!(stderr.contains("fallback provider"), "{stderr}");
+}
+
+/// The daemon tests' config (its broker is never contacted by `warm`) on
+/// ONNX Runtime with `providers` and more `[inference.ort]` keys.
+fn warm_config(dir: &std::path::Path, providers: &str, more: &str) -> PathBuf {
+    let extra = format!(
+        "[inference]\nengine = \"ort\"\n[inference.ort]\nlibrary = \"{}\"\nproviders = {providers}\n{more}\
+         [inference.ort.tensorrt]\ncache_dir = \"{}/trt\"\n",
+        ort_library().display(),
+        dir.display()
+    );
+    crate::harness::write_config(dir, 1, "warm", &extra)
+}
+
+/// An engine build that runs past `build_timeout_s` is stopped, tried again
+/// `build_attempts` times in all, and then `warm` fails saying which key to
+/// raise. (10 ms is less than the child needs to open ONNX Runtime.)
+#[test]
+fn warm_stops_a_build_that_runs_past_its_time_and_tries_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = warm_config(dir.path(), r#"["cpu"]"#, "");
+    let limits = "[inference.ort.tensorrt]\nbuild_timeout_s = 0.01\nbuild_attempts = 3\n";
+    let text = std::fs::read_to_string(&config).unwrap().replace("[inference.ort.tensorrt]\n", limits);
+    config = dir.path().join("three.toml");
+    std::fs::write(&config, text).unwrap();
+    let t = std::time::Instant::now();
+    let out = crate::util::fusiond_command().arg("warm").arg("--config").arg(&config).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert_eq!(stderr.matches("ran past inference.ort.tensorrt.build_timeout_s").count(), 3, "{stderr}");
+    assert!(stderr.contains("no attempt of 3 finished") && stderr.contains("build_timeout_s"), "{stderr}");
+    assert!(t.elapsed() < std::time::Duration::from_secs(20), "each attempt is stopped at its limit");
+}
+
+/// A tier whose swapper is put on CUDA by a CPU-only ONNX Runtime fails
+/// loudly: asked for over MQTT, the daemon stays on the tier it runs with
+/// the `degraded` event naming why, and /api/health answers 503. The CPU
+/// does not stand in for the GPU.
+#[test]
+fn a_tier_on_a_gpu_that_is_not_there_fails_loudly_and_health_says_so() {
+    use crate::harness::{free_port, serial, write_config, Daemon, Mosquitto, Watcher, T};
+    let _s = serial();
+    let broker = Mosquitto::start(free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let extra = format!(
+        r#"
+[[tier]]
+name = "gpu"
+models = ["yunet_2023mar", "arcface_fr", "known_emap"]
+
+[http]
+listen = "127.0.0.1:{port}"
+
+[inference]
+engine = "tract"
+engines = {{ known_emap = "ort" }}
+
+[inference.ort]
+library = "{library}"
+providers = ["cuda"]
+"#,
+        library = ort_library().display(),
+    );
+    let config = write_config(dir.path(), broker.port, "nogpu", &extra);
+    let w = Watcher::start(broker.port, "fusiond/nogpu");
+    let d = Daemon::spawn(&config);
+    w.wait("available", *T, |m| m.payload == b"online");
+    let from = w.count();
+    w.send("quality", b"gpu".to_vec());
+    let e = w.wait_from(from, "events", *T, |m| m.json()["event"] == "degraded").json();
+    let reason = e["reason"].as_str().unwrap();
+    assert_eq!(e["wanted"], "gpu", "{e}");
+    assert!(reason.contains("known_emap") && reason.contains("no GPU execution provider registered"), "{e}");
+    let (code, health) = crate::http::get(port, "GET", "/api/health");
+    let health = String::from_utf8_lossy(&health);
+    assert_eq!(code, 503, "{health}");
+    assert!(health.contains("instead of `gpu`"), "{health}");
+    assert!(d.log().contains("cpu_fallback"), "the log says how to accept the CPU:\n{}", d.log());
 }
 
 /// A library that is missing, is not ONNX Runtime, or is too old is an
