@@ -40,6 +40,13 @@ echo "== cargo test --features ort (ONNX Runtime $FUSIOND_ORT_LIBRARY)"
 cargo test --features ort
 echo "== Yocto layer lint (oelint-adv, and a broken recipe it must reject)"
 bash yocto/lint.sh
+# The GPU check on this machine, which has no GPU: it must say so, with
+# its probe's findings, and exit 0 (seconds; tests/gpu/check.sh).
+echo "== GPU check without a GPU (tests/gpu/check.sh must say \"no GPU\")"
+gpu_out="$work/gpu-check"
+mkdir -p "$gpu_out"
+OUT="$gpu_out" bash tests/gpu/check.sh | tee "$work/gpu-check.log"
+grep -q "^no GPU" "$work/gpu-check.log" || { echo "error: tests/gpu/check.sh did not say \"no GPU\" here" >&2; exit 1; }
 echo "== onnxruntime agreement (pytest)"
 export FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond"
 "$FUSIOND_PYTHON" -m pytest -q tests/python
