@@ -119,7 +119,8 @@ mod tests {
 
     fn trace(events: &[String]) -> Vec<u8> {
         let session = r#"{"cat":"Session","pid":1,"tid":2,"dur":900,"ts":1,"ph":"X","name":"model_run","args":{}}"#;
-        format!("[{session},{}]", events.join(",")).into_bytes()
+        let all: Vec<&str> = std::iter::once(session).chain(events.iter().map(String::as_str)).collect();
+        format!("[{}]", all.join(",")).into_bytes()
     }
 
     #[test]
