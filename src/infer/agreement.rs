@@ -27,10 +27,12 @@ pub fn psnr(a: &[f32], b: &[f32]) -> f64 {
     let (lo, hi) = a.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &v| (l.min(v), h.max(v)));
     let peak = f64::from(hi - lo).max(1e-6);
     let mse = a.iter().zip(b).map(|(x, y)| f64::from(x - y).powi(2)).sum::<f64>() / a.len().max(1) as f64;
-    match mse {
-        m if m.is_nan() => f64::NEG_INFINITY,
-        m if m == 0.0 => f64::INFINITY,
-        m => 10.0 * (peak * peak / m).log10(),
+    if mse.is_nan() {
+        f64::NEG_INFINITY
+    } else if mse == 0.0 {
+        f64::INFINITY
+    } else {
+        10.0 * (peak * peak / mse).log10()
     }
 }
 
