@@ -5,6 +5,7 @@
 //! each frame in turn on one thread, as the daemon's worker runs them. The
 //! CPU-side work (everything but inference) is the part a GPU cannot take.
 
+use crate::live::{fit, H, W};
 use anyhow::{anyhow, Context, Result};
 use fusiond::cli::{load_image, swapper, ModelArgs};
 use fusiond::face::{FusionPipeline, LivePipeline, LiveSettings, PipelineSettings, SelectorMode};
@@ -35,15 +36,6 @@ pub struct Args {
     /// Write the medians as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
-}
-
-const W: u32 = 640;
-const H: u32 = 480;
-
-fn fit(img: &RgbImage) -> RgbImage {
-    let mut out = RgbImage::new(W, H);
-    Resizer::default().resize_into(img, &mut out, W, H);
-    out
 }
 
 /// `photos` in a 2×2 grid, each resized to 320×240.

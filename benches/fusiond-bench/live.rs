@@ -63,10 +63,12 @@ pub struct Args {
     json: Option<PathBuf>,
 }
 
-const W: u32 = 640;
-const H: u32 = 480;
+/// The camera frame both live benchmarks time.
+pub const W: u32 = 640;
+pub const H: u32 = 480;
 
-fn fit(img: &RgbImage) -> RgbImage {
+/// `img` resized to the W×H frame.
+pub fn fit(img: &RgbImage) -> RgbImage {
     let mut out = RgbImage::new(W, H);
     Resizer::default().resize_into(img, &mut out, W, H);
     out
