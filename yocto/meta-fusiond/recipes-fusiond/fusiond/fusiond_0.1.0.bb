@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 0c0fe70234307da2105fbbb52f69789133d8adcbc6eb9d53ed3fbe071ccddaa8
-SRCREV = "cbead0b9482c881969b22861bc463627f1765524"
+# fusiond-inputs: 5b5afc24b8442e3ad512c5640253a8c1a6d419f19878c795206e0731713e1713
+SRCREV = "b44d4f98d2a63ca6629941c4bf5ea38806b528df"
 
 S = "${WORKDIR}/git"
 
