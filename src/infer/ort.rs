@@ -203,6 +203,9 @@ impl Backend for OrtBackend {
         let inputs = resolve_inputs(&declared(&session), specs)?;
         let (bytes, changed) = redeclare(bytes, &declared(&session), &inputs)?;
         if changed {
+            if plan.profile_to.is_some() {
+                verify::discard_profile(&mut session);
+            }
             (session, providers, failed) = self.build((*bytes).as_ref(), &profile, &plan)?;
         }
         for (name, dtype) in declared(&session) {

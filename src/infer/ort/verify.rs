@@ -57,6 +57,15 @@ pub(super) fn prove(session: &mut OrtSession, io: &Io, strict: bool) -> Result<A
     Ok(assignment)
 }
 
+/// Ends the profiling of a session that is about to be replaced and
+/// removes its file, which ONNX Runtime would otherwise write when the
+/// session is dropped.
+pub(super) fn discard_profile(session: &mut OrtSession) {
+    if let Ok(path) = session.end_profiling() {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 impl OrtBackend {
     /// Builds the model in FP32 too and runs both builds on the fixed
     /// inputs. `None` when FP16 holds; else the refusal, with `session` and
@@ -90,7 +99,10 @@ impl OrtBackend {
         fp32.dump_context = false;
         fp32.context = fp32.engines.as_ref().and_then(|d| d.built_context());
         *session = match fp32.profile_to {
-            Some(_) => self.build_first(raw, profile, &mut fp32)?.0,
+            Some(_) => {
+                discard_profile(session);
+                self.build_first(raw, profile, &mut fp32)?.0
+            }
             None => reference,
         };
         *plan = fp32;
