@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 5b5afc24b8442e3ad512c5640253a8c1a6d419f19878c795206e0731713e1713
-SRCREV = "b44d4f98d2a63ca6629941c4bf5ea38806b528df"
+# fusiond-inputs: 355beca15e478dd85129d689959651ccf70aa6df20131de673d116b373b505cb
+SRCREV = "fb9e4a3c15fc486e2f2fa9a526251f1a7e18cd80"
 
 S = "${WORKDIR}/git"
 
