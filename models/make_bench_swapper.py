@@ -15,12 +15,18 @@ Same I/O contract as inswapper_128 (`target` [1,3,128,128] RGB 0..1, `source`
 OUTDIR/inswapper_bench_128.onnx and OUTDIR/manifest.toml, and prints the
 parameter count and GFLOP per swap (pass that to `fusiond bench --swap-gflop`).
 
+With --div D every channel width is divided by D (128 -> 128/D, ..., 1024 ->
+1024/D; the AdaIN projections too), which divides the convolutions' FLOPs by
+about D*D: the ARM cost model (benches/arm-cost.sh) counts instructions of a
+--div 16 swapper under qemu, where the full size would take hours. The names
+stay the same (`inswapper_bench`, `inswapper_bench_int8`).
+
 With --int8 it also writes OUTDIR/inswapper_bench_128_int8.onnx (QDQ,
 per-channel INT8 weights, UINT8 activations, as models/quantize writes them),
 calibrated on random targets and unit-norm latents (the weights are random
 too), as the manifest entry `inswapper_bench_int8`.
 
-usage: make_bench_swapper.py [--int8] OUTDIR
+usage: make_bench_swapper.py [--int8] [--div D] OUTDIR
 """
 import hashlib
 import os
@@ -62,16 +68,16 @@ def op(kind, inputs, name, **attrs):
     return name
 
 
-def adain(x, latent, name):
-    w = weight(f"{name}.fc.w", (512, 2048), 512)
-    b = const(f"{name}.fc.b", np.concatenate([np.ones(1024), np.zeros(1024)]).astype(np.float32))
-    stats["params"] += 2048
-    stats["flops"] += 2 * 512 * 2048
+def adain(x, latent, name, c):
+    w = weight(f"{name}.fc.w", (512, 2 * c), 512)
+    b = const(f"{name}.fc.b", np.concatenate([np.ones(c), np.zeros(c)]).astype(np.float32))
+    stats["params"] += 2 * c
+    stats["flops"] += 2 * 512 * 2 * c
     gb = op("Add", [op("MatMul", [latent, w], f"{name}.mm"), b], f"{name}.gb")
-    nodes.append(helper.make_node("Split", [gb, "split_1024"], [f"{name}.g", f"{name}.b2"], axis=1))
-    g = op("Reshape", [f"{name}.g", "shape_c1024"], f"{name}.g4")
-    be = op("Reshape", [f"{name}.b2", "shape_c1024"], f"{name}.b4")
-    n = op("InstanceNormalization", [x, "ones_1024", "zeros_1024"], f"{name}.in", epsilon=1e-5)
+    nodes.append(helper.make_node("Split", [gb, "split_c"], [f"{name}.g", f"{name}.b2"], axis=1))
+    g = op("Reshape", [f"{name}.g", "shape_c"], f"{name}.g4")
+    be = op("Reshape", [f"{name}.b2", "shape_c"], f"{name}.b4")
+    n = op("InstanceNormalization", [x, "ones_c", "zeros_c"], f"{name}.in", epsilon=1e-5)
     return op("Add", [op("Mul", [n, g], f"{name}.scaled"), be], f"{name}.out")
 
 
@@ -106,31 +112,42 @@ def write_int8(path, out):
 
 def main():
     args = [a for a in sys.argv[1:] if a != "--int8"]
+    div = 1
+    if "--div" in args:
+        i = args.index("--div")
+        try:
+            div = int(args[i + 1])
+        except (IndexError, ValueError):
+            sys.exit(__doc__)
+        del args[i:i + 2]
+        if div < 1 or 128 % div:
+            sys.exit("--div must divide 128 (1, 2, 4, 8, 16, 32, 64 or 128)")
     if len(args) != 1:
         sys.exit(__doc__)
     out = args[0]
     os.makedirs(out, exist_ok=True)
-    const("split_1024", np.array([1024, 1024], np.int64))
-    const("shape_c1024", np.array([1, 1024, 1, 1], np.int64))
-    const("ones_1024", np.ones(1024, np.float32))
-    const("zeros_1024", np.zeros(1024, np.float32))
+    c1, c2, c3, c4 = (w // div for w in (128, 256, 512, 1024))
+    const("split_c", np.array([c4, c4], np.int64))
+    const("shape_c", np.array([1, c4, 1, 1], np.int64))
+    const("ones_c", np.ones(c4, np.float32))
+    const("zeros_c", np.zeros(c4, np.float32))
     const("up2", np.array([1, 1, 2, 2], np.float32))
     const("half", np.array(0.5, np.float32))
 
-    x = op("Relu", [conv("target", 3, 128, 7, 128, name="enc0")], "enc0.r")
-    x = op("Relu", [conv(x, 128, 256, 3, 128, name="enc1")], "enc1.r")
-    x = op("Relu", [conv(x, 256, 512, 3, 64, stride=2, name="enc2")], "enc2.r")
-    x = op("Relu", [conv(x, 512, 1024, 3, 32, stride=2, name="enc3")], "enc3.r")
+    x = op("Relu", [conv("target", 3, c1, 7, 128, name="enc0")], "enc0.r")
+    x = op("Relu", [conv(x, c1, c2, 3, 128, name="enc1")], "enc1.r")
+    x = op("Relu", [conv(x, c2, c3, 3, 64, stride=2, name="enc2")], "enc2.r")
+    x = op("Relu", [conv(x, c3, c4, 3, 32, stride=2, name="enc3")], "enc3.r")
     for i in range(6):
-        y = op("Relu", [adain(conv(x, 1024, 1024, 3, 32, name=f"blk{i}.c1"), "source", f"blk{i}.a1")], f"blk{i}.r")
-        y = adain(conv(y, 1024, 1024, 3, 32, name=f"blk{i}.c2"), "source", f"blk{i}.a2")
+        y = op("Relu", [adain(conv(x, c4, c4, 3, 32, name=f"blk{i}.c1"), "source", f"blk{i}.a1", c4)], f"blk{i}.r")
+        y = adain(conv(y, c4, c4, 3, 32, name=f"blk{i}.c2"), "source", f"blk{i}.a2", c4)
         x = op("Add", [x, y], f"blk{i}.res")
     x = op("Resize", [x, "", "up2"], "up0", mode="nearest")
-    x = op("Relu", [conv(x, 1024, 512, 3, 64, name="dec0")], "dec0.r")
+    x = op("Relu", [conv(x, c4, c3, 3, 64, name="dec0")], "dec0.r")
     x = op("Resize", [x, "", "up2"], "up1", mode="nearest")
-    x = op("Relu", [conv(x, 512, 256, 3, 128, name="dec1")], "dec1.r")
-    x = op("Relu", [conv(x, 256, 128, 3, 128, name="dec2")], "dec2.r")
-    x = op("Tanh", [conv(x, 128, 3, 7, 128, name="dec3")], "dec3.t")
+    x = op("Relu", [conv(x, c3, c2, 3, 128, name="dec1")], "dec1.r")
+    x = op("Relu", [conv(x, c2, c1, 3, 128, name="dec2")], "dec2.r")
+    x = op("Tanh", [conv(x, c1, 3, 7, 128, name="dec3")], "dec3.t")
     op("Mul", [op("Add", [x, "ones_1024_scalar"], "plus1"), "half"], "output")
     const("ones_1024_scalar", np.array(1.0, np.float32))
     const("emap", (rng.standard_normal((512, 512)) / np.sqrt(512)).astype(np.float32))

@@ -14,69 +14,120 @@ if [ ! -d "$FUSIOND_SHARED/models" ]; then
 fi
 
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-export FUSIOND_CONTRACT_MODELS="$work/contract-models"
-echo "== contract models"
-"$FUSIOND_PYTHON" models/make_contract_models.py "$FUSIOND_CONTRACT_MODELS"
-export FUSIOND_INT8_MODELS="$work/int8-models"
-echo "== INT8 models (models/quantize; INT8 vs FP32 on onnxruntime)"
-"$FUSIOND_PYTHON" models/quantize --models "$FUSIOND_SHARED/models" --photos "$FUSIOND_SHARED/images" \
-    --out "$FUSIOND_INT8_MODELS" 2>&1 | grep -E "worst|->"
+trap 'rm -rf "$work"; budgets' EXIT
 
-# The ONNX Runtime engine's tests run against the wheel's own library.
-FUSIOND_ORT_LIBRARY="$("$FUSIOND_PYTHON" -c 'import glob, os, onnxruntime as o; print(sorted(glob.glob(os.path.join(os.path.dirname(o.__file__), "capi", "libonnxruntime.so.*")))[-1])')"
-export FUSIOND_ORT_LIBRARY
+# Every step has a budget in minutes: what it takes with a warm cache after
+# a change to fusiond, with slack. They add up to 75, the whole run's limit
+# with a warm cache (90 on a clean clone, where the builds take longer).
+# The summary at the end prints each step's time against its budget and
+# names the steps over it; the cross step, last, is bounded by CI's 90
+# minutes itself (CROSS_DEADLINE), and what it cuts counts as skipped.
+timings=()
+step() {
+    local budget=$1 name=$2 start=$SECONDS took
+    shift 2
+    echo "== $name (budget $budget min)"
+    "$@"
+    took=$((SECONDS - start))
+    timings+=("$(printf '%5d s / %2d min  %s%s' "$took" "$budget" "$name" "$( ((took > budget * 60)) && echo '  OVER BUDGET')")")
+}
+budgets() {
+    ((${#timings[@]})) || return 0
+    echo "== step times against their budgets (total $((SECONDS / 60)) min; limit 75 with a warm cache)"
+    printf '%s\n' "${timings[@]}"
+    if printf '%s\n' "${timings[@]}" | grep -q 'OVER BUDGET'; then
+        echo "tests/run.sh: a step ran over its budget (above): make room before CI's 90 minutes run out" >&2
+    fi
+}
 
-echo "== cargo fmt --check (the daemon, then the fuzz targets' own crate)"
-cargo fmt --check
-cargo fmt --check --manifest-path tests/fuzz/Cargo.toml
-echo "== cargo clippy (default features, --features ort, and the library without engines as fuzzing builds it)"
-cargo clippy --all-targets --quiet -- -D warnings
-cargo clippy --all-targets --quiet --features ort -- -D warnings
-cargo clippy --lib --quiet --no-default-features -- -D warnings
-echo "== cargo test (tract only: no ONNX Runtime code in the binary)"
-cargo test
-echo "== cargo test --features ort (ONNX Runtime $FUSIOND_ORT_LIBRARY)"
-cargo test --features ort
-echo "== Yocto layer lint (oelint-adv, and a broken recipe it must reject)"
-bash yocto/lint.sh
-# The GPU check on this machine, which has no GPU: it must say so, with
-# its probe's findings, and exit 0 (seconds; tests/gpu/check.sh).
-echo "== GPU check without a GPU (tests/gpu/check.sh must say \"no GPU\")"
-gpu_out="$work/gpu-check"
-mkdir -p "$gpu_out"
-OUT="$gpu_out" bash tests/gpu/check.sh | tee "$work/gpu-check.log"
-grep -q "^no GPU" "$work/gpu-check.log" || { echo "error: tests/gpu/check.sh did not say \"no GPU\" here" >&2; exit 1; }
-echo "== onnxruntime agreement (pytest)"
-export FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond"
-"$FUSIOND_PYTHON" -m pytest -q tests/python
-# The amd64 package (the edge build against a bullseye sysroot; about 10 min
-# after a change to fusiond, most of it the LTO link, 20 from a cold cache),
-# lintian, its files, its glibc floor and a run on bullseye's glibc. The VM
-# test installs it.
-echo "== Debian package, amd64 (tests/deb/run.sh amd64)"
-bash tests/deb/run.sh amd64
-echo "== VM boot test (tests/vm/run.sh: bookworm guest, vivid, mosquitto, the package and its units, upgrade and removal)"
-bash tests/vm/run.sh
+models() {
+    export FUSIOND_CONTRACT_MODELS="$work/contract-models"
+    "$FUSIOND_PYTHON" models/make_contract_models.py "$FUSIOND_CONTRACT_MODELS"
+    export FUSIOND_INT8_MODELS="$work/int8-models"
+    # INT8 vs FP32 on onnxruntime
+    "$FUSIOND_PYTHON" models/quantize --models "$FUSIOND_SHARED/models" --photos "$FUSIOND_SHARED/images" \
+        --out "$FUSIOND_INT8_MODELS" 2>&1 | grep -E "worst|->"
+    # The ONNX Runtime engine's tests run against the wheel's own library.
+    FUSIOND_ORT_LIBRARY="$("$FUSIOND_PYTHON" -c 'import glob, os, onnxruntime as o; print(sorted(glob.glob(os.path.join(os.path.dirname(o.__file__), "capi", "libonnxruntime.so.*")))[-1])')"
+    export FUSIOND_ORT_LIBRARY
+}
+lint() {
+    # The daemon, then the fuzz targets' own crate.
+    cargo fmt --check
+    cargo fmt --check --manifest-path tests/fuzz/Cargo.toml
+    # Default features, --features ort, and the library without engines as fuzzing builds it.
+    cargo clippy --all-targets --quiet -- -D warnings
+    cargo clippy --all-targets --quiet --features ort -- -D warnings
+    cargo clippy --lib --quiet --no-default-features -- -D warnings
+}
+# The GPU check on this machine, which has no GPU: it must say so, with its
+# probe's findings, and exit 0 (seconds; tests/gpu/check.sh).
+gpu_check() {
+    mkdir -p "$work/gpu-check"
+    OUT="$work/gpu-check" bash tests/gpu/check.sh | tee "$work/gpu-check.log"
+    grep -q "^no GPU" "$work/gpu-check.log" || { echo "error: tests/gpu/check.sh did not say \"no GPU\" here" >&2; exit 1; }
+}
+# The x86 kernels' lower tiers, forced on this CPU (FUSIOND_CPU, read by
+# the one dispatch point src/infer/tract_ops/cpu.rs): the kernels' unit
+# tests against the plain loops, and the fused ops against tract's own on
+# the real models; the log names the tier each run used.
+kernel_tiers() {
+    local tier
+    for tier in avx2 scalar; do
+        FUSIOND_CPU=$tier cargo test --features ort --lib --quiet tract_ops -- --nocapture 2>&1 |
+            grep -E '^fusiond kernels|^test result|panicked|FAILED|^error'
+        FUSIOND_CPU=$tier cargo test --features ort --test it --quiet tract_ops:: 2>&1 |
+            grep -E '^test result|panicked|FAILED|^error'
+    done
+}
+pytests() {
+    FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond" "$FUSIOND_PYTHON" -m pytest -q tests/python
+}
+# The ARM packages (tests/cross/run.sh's deb step: the edge build against
+# bullseye, checked by tests/deb/run.sh), then the ARM cost model
+# (benches/arm-cost.sh) on those very binaries, its quick form: stock tract
+# and the default only, every model and the two-face frame on each CPU
+# model; it fails when the default executes more instructions than stock.
+# The whole table (INT8, the ONNX Runtime anchor, one face) is
+# BENCHMARKS.md's, run by hand. Then the cross test builds, tested under qemu-user
+# within what is left of CI's 90 minutes (87, for slack): armv7 its unit
+# tests; aarch64 its unit tests and a fixed set of integration tests, every
+# time: the daemon end to end, its config, HTTP, discovery, the store,
+# capture and the CLI. A build or a suite the deadline stops is counted as
+# skipped, and a second skip in a row with the same cache fails the run.
+arm_packages() {
+    CROSS_STEPS=deb bash tests/cross/run.sh armv7 aarch64
+}
+arm_cost() {
+    ARM_COST_QUICK=1 bash benches/arm-cost.sh "$work/arm-cost"
+}
+cross() {
+    CROSS_STEPS="build test" bash tests/cross/run.sh armv7
+    CROSS_STEPS="build test" CROSS_IT="daemon:: daemon_config:: http:: discovery:: store:: capture:: cli::" \
+        bash tests/cross/run.sh aarch64
+}
+
+step 2 "contract and INT8 models (models/quantize; INT8 vs FP32 on onnxruntime)" models
+step 5 "cargo fmt --check, cargo clippy (default, ort, no engines)" lint
+step 9 "cargo test (tract only: no ONNX Runtime code in the binary)" cargo test
+step 8 "cargo test --features ort (ONNX Runtime from the venv's wheel)" cargo test --features ort
+step 3 "x86 kernel tiers forced down: FUSIOND_CPU=avx2, then scalar" kernel_tiers
+step 1 "Yocto layer lint (oelint-adv, and a broken recipe it must reject)" bash yocto/lint.sh
+step 1 "GPU check without a GPU (tests/gpu/check.sh must say \"no GPU\")" gpu_check
+step 2 "onnxruntime agreement (pytest)" pytests
+# The amd64 package: the edge build against a bullseye sysroot (most of it
+# the LTO link), lintian, its files, its glibc floor and a run on bullseye's
+# glibc. The VM test installs it.
+step 8 "Debian package, amd64 (tests/deb/run.sh amd64)" bash tests/deb/run.sh amd64
+step 7 "VM boot test (tests/vm/run.sh: bookworm guest, vivid, mosquitto, the package and its units, upgrade and removal)" \
+    bash tests/vm/run.sh
 # The soak's short version: the same faults and goals as tests/soak.sh 1h,
 # in 2 minutes, on the dev build cargo test made.
-echo "== soak under faults, 2 minutes (tests/soak.sh 2m)"
-FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond" bash tests/soak.sh 2m
+step 3 "soak under faults, 2 minutes (tests/soak.sh 2m)" env FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond" bash tests/soak.sh 2m
 # Every fuzz target for 20 s (about 13 min more from a cold cache: nightly,
 # cargo-fuzz and the sanitizer build of fusiond without its engines).
-echo "== fuzzing, 20 s a target (tests/fuzz.sh 20)"
-bash tests/fuzz.sh 20
-# Cross builds (aarch64, armv7) tested under qemu-user, last, within what is
-# left of CI's 90 minutes (87, for slack). armv7 builds and runs its unit
-# tests; aarch64 runs its unit tests and every integration test that needs
-# no camera and no VM (about 67 min emulated), or only the capture and CLI
-# ones when less than 72 min are left. From an empty target directory the
-# two test builds take about 21 min after 47 of native tests and VM (a fresh
-# clone passed in 63 min, with the smaller aarch64 set); a build that still
-# reaches the deadline says so, and the next run carries on from its cache.
-echo "== cross builds under qemu-user (tests/cross/run.sh, until minute 87)"
+step 4 "fuzzing, 20 s a target (tests/fuzz.sh 20)" bash tests/fuzz.sh 20
 export CROSS_DEADLINE=$(($(date +%s) + 87 * 60 - SECONDS))
-# Each target's Debian package first (CROSS_STEPS deb: the edge build against
-# bullseye, checked by tests/deb/run.sh), then its test build and tests.
-CROSS_STEPS="deb build test" bash tests/cross/run.sh armv7
-CROSS_STEPS="deb build test" CROSS_IT=all bash tests/cross/run.sh aarch64
+step 16 "Debian packages, armhf and arm64 (tests/cross/run.sh, CROSS_STEPS=deb)" arm_packages
+step 6 "ARM cost model (benches/arm-cost.sh: cortex-a76, cortex-a72, armv7 cortex-a7)" arm_cost
+step 12 "cross tests under qemu-user: armv7 unit tests, aarch64 unit and integration set (until minute 87)" cross

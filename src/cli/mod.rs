@@ -3,6 +3,7 @@
 //! own (`benches/fusiond-bench`).
 
 pub mod bounds;
+mod cost;
 mod detect;
 mod run;
 mod store;
@@ -65,6 +66,10 @@ pub enum Command {
     /// process under a time limit, so TensorRT engines are built and cached
     /// before the daemon's first start.
     Warm(warm::WarmArgs),
+    /// Run one model or one live frame N times and nothing else (counted
+    /// under qemu by benches/arm-cost.sh).
+    #[command(hide = true)]
+    Cost(cost::CostArgs),
 }
 
 /// Model directories and detector choice shared by the subcommands.
@@ -307,5 +312,6 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Load(a) => store::load(a).map(|()| 0),
         Command::CheckConfig(a) => store::check_config(a).map(|()| 0),
         Command::Warm(a) => warm::warm(a).map(|()| 0),
+        Command::Cost(a) => cost::cost(a).map(|()| 0),
     }
 }

@@ -231,6 +231,12 @@ pub trait Model: Send + Sync {
     fn session(&self) -> Result<Box<dyn Session>>;
     fn load_phases(&self) -> LoadPhases;
     fn placement(&self) -> Placement;
+    /// The compute kernels the engine chose for this model, each with the
+    /// number of plan nodes that run it (`arm64simd_mmm_f32_8x8_gen ×12`);
+    /// empty where the engine does not say.
+    fn kernels(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Per-thread execution state of a [`Model`].

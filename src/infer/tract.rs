@@ -170,6 +170,22 @@ impl Backend for TractBackend {
     }
 }
 
+/// tract's matrix-product kernels by tract-linalg's name, and fusiond's own
+/// ops by op name, each with the number of nodes that run it.
+fn plan_kernels(model: &TypedModel) -> Vec<String> {
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for node in model.nodes() {
+        if let Some(mm) = node.op_as::<tract_onnx::tract_core::ops::matmul::optimized::OptMatMul>() {
+            for kernel in &mm.mmm {
+                *counts.entry(kernel.name().to_string()).or_default() += 1;
+            }
+        } else if node.op.name().starts_with("Fusiond") {
+            *counts.entry(node.op.name().to_string()).or_default() += 1;
+        }
+    }
+    counts.into_iter().map(|(name, n)| format!("{name} ×{n}")).collect()
+}
+
 impl Model for TractModel {
     fn inputs(&self) -> &[InputSpec] {
         &self.inputs
@@ -181,6 +197,10 @@ impl Model for TractModel {
 
     fn load_phases(&self) -> LoadPhases {
         self.phases
+    }
+
+    fn kernels(&self) -> Vec<String> {
+        plan_kernels(self.plan.model())
     }
 
     fn placement(&self) -> Placement {

@@ -24,17 +24,22 @@ steps="${CROSS_STEPS:-build test}"
 
 . tests/cross/toolchain.sh
 
-# What this run skipped, for the summary at the end. A target whose tests
-# are skipped twice in a row with the same cache fails the run: a deadline
-# may skip them once while the cache fills, not for ever.
+# What this run skipped or cut, for the summary at the end. A target whose
+# tests are skipped or cut twice in a row with the same cache fails the run:
+# a deadline may cut them once while the cache fills, not for ever. The mark
+# the previous run left is read once, when the target's turn comes, and is
+# removed only when the target's turn ends with nothing skipped or cut.
 skipped=()
 repeated=()
 marks="$CARGO_TARGET_DIR/cross/skipped"
 mkdir -p "$marks"
+previous=""
+cut=0
 skip() {
     skipped+=("$1: $2")
-    [ -f "$marks/$1" ] && repeated+=("$1 ($(cat "$marks/$1"), then $2)")
-    echo "$2" >"$marks/$1"
+    cut=1
+    [ -n "$previous" ] && repeated+=("$1 ($previous, then $2)")
+    echo "$2" >"$marks/$(mark "$1")"
 }
 summary() {
     if ((${#skipped[@]})); then
@@ -71,7 +76,12 @@ build_stopped() {
         "in $CARGO_TARGET_DIR and the next run carries on from them. Its tests are skipped this time."
 }
 
+# One mark per target and steps: a run of the package step alone says
+# nothing about the tests.
+mark() { echo "$1-${steps// /-}"; }
 for arch in "${arches[@]}"; do
+    previous=$(cat "$marks/$(mark "$arch")" 2>/dev/null || true)
+    cut=0
     if (($(left) < 120)); then
         echo "cross: $arch SKIPPED: less than 2 min left before CROSS_DEADLINE"
         skip "$arch" "not built: less than 2 min left"
@@ -103,14 +113,13 @@ for arch in "${arches[@]}"; do
         }
         echo "cross: $triple test build in $((SECONDS - start)) s"
     fi
-    if (($(left) < 240)); then
+    if [[ " $steps " == *" test "* ]] && (($(left) < 240)); then
         echo "cross: $triple tests SKIPPED: less than 4 min left before CROSS_DEADLINE"
         skip "$arch" "tests not run: less than 4 min left"
         continue
     fi
     if [[ " $steps " == *" test "* ]]; then
         start=$SECONDS
-        rm -f "$marks/$arch"
         # The V4L2 ioctl numbers from the target's C headers, for the unit
         # test that checks bindgen's struct layouts against them.
         probe="$CARGO_TARGET_DIR/cross/v4l2-ioctls-$deb"
@@ -135,6 +144,7 @@ for arch in "${arches[@]}"; do
             it="capture:: cli::"
             echo "cross: $triple: $(($(left) / 60)) min left before CROSS_DEADLINE, too few for every" \
                 "integration test under qemu (about 67 min); running \"$it\" only"
+            skip "$arch" "integration tests cut from all to \"$it\" ($(($(left) / 60)) min left)"
         fi
         read -ra filters <<<"$it"
         # "all" leaves out the synthetic-pan stability tests: they are
@@ -159,4 +169,5 @@ for arch in "${arches[@]}"; do
         }
         echo "cross: $triple integration tests ($it) under $qemu in $((SECONDS - start)) s"
     fi
+    ((cut)) || rm -f "$marks/$(mark "$arch")"
 done

@@ -5,6 +5,7 @@ mod browser;
 mod capture;
 mod cli;
 mod conv_graph;
+mod cost;
 mod daemon;
 mod daemon_config;
 mod daemon_pixels;

@@ -137,10 +137,7 @@ fn the_2x2_max_pool_gives_tracts_own_outputs_to_1e_5() {
 #[test]
 fn the_pointwise_convolutions_give_tracts_own_outputs_to_1e_5() {
     let input = frame_input();
-    #[cfg(target_arch = "x86_64")]
-    let kernel = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
-    #[cfg(not(target_arch = "x86_64"))]
-    let kernel = false;
+    let kernel = fusiond::infer::tract_ops::cpu::has(fusiond::infer::tract_ops::cpu::Feature::Avx2);
     // Pointwise nodes in all (up to 160 input and output channels, or up to
     // 16 output channels), those that took in the depthwise convolution (and
     // ReLU) after them, those of them that took in a 2×2 pool too, the
@@ -250,13 +247,9 @@ fn the_detectors_sibling_heads_are_merged_into_one_convolution_a_level() {
 /// are not whole tiles.
 #[test]
 fn the_blocked_product_gives_tracts_own_outputs_to_1e_5() {
-    #[cfg(target_arch = "x86_64")]
-    let (kernel, vnni512, vnni256) = {
-        use std::arch::is_x86_feature_detected as has;
-        (has!("avx2") && has!("fma"), has!("avx512f") && has!("avx512vnni"), has!("avx2") && has!("avxvnni"))
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let (kernel, vnni512, vnni256) = (false, false, false);
+    // What the kernels may use here: the CPU's features under FUSIOND_CPU's cap.
+    use fusiond::infer::tract_ops::cpu::{has, Feature};
+    let (kernel, vnni512, vnni256) = (has(Feature::Avx2), has(Feature::Avx512Vnni), has(Feature::AvxVnni));
     let dir = tempfile::tempdir().unwrap();
     let (f32_op, int8_op) = ("FusiondGemmConv+Relu", "FusiondGemmInt8Conv+Relu");
     // 4608 taps take the integer product with either VNNI, 1152 with

@@ -74,7 +74,7 @@ impl DotDepthwise {
     pub fn to_integers(&self, floats: &[f32], out: &mut [u8]) {
         assert!(out.len() >= floats.len(), "depthwise_int8: the integers do not fit");
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bw") {
+        if super::cpu::has(super::cpu::Feature::Avx512Bw) {
             // SAFETY: the CPU has AVX-512 F and BW (checked just above);
             // `out` holds `floats.len()` values (asserted above).
             return unsafe { to_integers_avx512(floats, self.grid, out) };

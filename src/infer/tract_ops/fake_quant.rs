@@ -85,12 +85,12 @@ pub struct Grid {
 /// at a time.
 pub fn fake_quant_in_place(x: &mut [f32], grid: Grid) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
+    if super::cpu::has(super::cpu::Feature::Avx512F) {
         // SAFETY: the CPU has AVX-512, checked just above.
         return unsafe { fake_quant_avx512(x, grid) };
     }
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if super::cpu::has(super::cpu::Feature::Avx2) {
         // SAFETY: the CPU has AVX2, checked just above.
         return unsafe { fake_quant_avx2(x, grid) };
     }

@@ -152,12 +152,12 @@ pub(super) fn zero_shift(grid: Grid) -> i32 {
 fn to_integers(floats: &[f32], grid: Grid, at: (usize, usize), panel: &mut [u8]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if super::cpu::has(super::cpu::Feature::Avx512F) {
             // SAFETY: the CPU has AVX-512 (checked just above); the sizes
             // are asserted inside.
             return unsafe { to_integers_avx512(floats, grid, at, panel) };
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if super::cpu::has(super::cpu::Feature::Avx2) {
             // SAFETY: the CPU has AVX2 (checked just above).
             return unsafe { to_integers_avx2(floats, grid, at, panel) };
         }

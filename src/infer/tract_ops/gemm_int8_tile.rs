@@ -31,12 +31,12 @@ pub(super) fn widest() -> Option<(Vnni, Tile)> {
 pub(super) fn kernels() -> Vec<(Vnni, Tile)> {
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::is_x86_feature_detected as has;
+        use super::cpu::{has, Feature};
         let mut tiles: Vec<(Vnni, Tile)> = vec![];
-        if has!("avx512f") && has!("avx512vnni") {
+        if has(Feature::Avx512Vnni) {
             tiles.push((Vnni::Bits512, vnni512_tile));
         }
-        if has!("avx2") && has!("avxvnni") {
+        if has(Feature::AvxVnni) {
             tiles.push((Vnni::Bits256, vnni256_tile));
         }
         tiles

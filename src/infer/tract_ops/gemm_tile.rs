@@ -64,7 +64,7 @@ pub(super) unsafe fn run_kernel(op: Operands, bias: &[f32], step: Step) {
 pub(super) fn wide_kernel_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f")
+        super::cpu::has(super::cpu::Feature::Avx512F)
     }
     #[cfg(not(target_arch = "x86_64"))]
     false

@@ -26,6 +26,7 @@
 //! heads) become one and a Split ([`sibling_convs::merge`]), so that tract
 //! packs their input once.
 
+pub mod cpu;
 mod depthwise;
 mod depthwise_int8;
 mod depthwise_kernel;

@@ -119,7 +119,7 @@ impl Packed {
 pub fn kernel_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        super::cpu::has(super::cpu::Feature::Avx2)
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
@@ -169,7 +169,7 @@ pub fn pointwise(x: Run, tiles: Tiles, y: &mut [&mut [f32]]) {
     let rounding = tiles.round.map(Grid::rounding);
     #[cfg(target_arch = "x86_64")]
     let done = if kernel_available() {
-        let wide = std::arch::is_x86_feature_detected!("avx512f");
+        let wide = super::cpu::has(super::cpu::Feature::Avx512F);
         // SAFETY: the CPU has AVX2 and FMA, and AVX-512F when asked; the
         // slices' lengths are checked above.
         let done = unsafe { runs_simd(&x, tiles, y, wide) };

@@ -117,7 +117,7 @@ pub fn prelu_in_place(x: &mut [f32], slope: &[f32], inner: usize, before: Option
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if super::cpu::has(super::cpu::Feature::Avx2) {
         // SAFETY: the CPU has AVX2, checked just above.
         return unsafe { prelu_avx2(x, slope, inner, before, after) };
     }
