@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 355beca15e478dd85129d689959651ccf70aa6df20131de673d116b373b505cb
-SRCREV = "fb9e4a3c15fc486e2f2fa9a526251f1a7e18cd80"
+# fusiond-inputs: ad3cf96efa4f152b1eb36f8acf79d42cb7f186a97c5bab78ea57743ec27c2c94
+SRCREV = "2853185171c90da5499f0c4dd92e0b77fb38531a"
 
 S = "${WORKDIR}/git"
 
