@@ -23,11 +23,14 @@ RATIOS = [
 ]
 # On cortex-a72 (no dot product) INT8 must only never cost more than FP32.
 GOAL_A72_INT8 = 1.00
-# Two counts of the same program differ by up to about 0.1 % (hash seeds
-# vary the order of some work): where the default and stock tract run the
-# same plan, their ratio is 1.00 give or take that. A ratio within this of
-# its goal meets it.
+# Two counts of the same program differ (hash seeds vary the order of some
+# work): by up to about 0.1 % on the big models and frames, and by up to
+# about 0.7 M instructions on the 9-32 M landmarker. Where the default and
+# stock tract run the same plan, their ratio is 1.00 give or take that. A
+# ratio within SLACK of its goal, or a count within NOISE instructions of
+# the goal's, meets it.
 SLACK = 0.005
+NOISE = 1.5e6
 
 
 def goal_for(cpu, column, goal):
@@ -58,7 +61,7 @@ def main():
                 continue
             ratio = by[num]["insns"] / by[den]["insns"]
             goal = goal_for(cpu, column, goal)
-            met = goal is None or ratio <= goal + SLACK
+            met = goal is None or ratio <= goal + SLACK or by[num]["insns"] - goal * by[den]["insns"] <= NOISE
             summary.append({"cpu": cpu, "kind": kind, "name": name, "ratio": column,
                             "value": round(ratio, 4), "goal": goal, "met": met})
             mark = "" if goal is None else (" ✓" if met else f" ✗ (goal ≤ {goal:.2f})")
