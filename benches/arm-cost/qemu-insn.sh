@@ -20,7 +20,12 @@
 qemu_insn() {
     local dir=$1 bin_version src_version
     mkdir -p "$dir"
-    bin_version=$(apt-cache madison qemu-user | awk -F'|' '$2 ~ /1:7\.2\+/ {gsub(/ /, "", $2); print $2; exit}')
+    local find='$2 ~ /1:7\.2\+/ {gsub(/ /, "", $2); print $2; exit}'
+    bin_version=$(apt-cache madison qemu-user | awk -F'|' "$find")
+    if [ -z "$bin_version" ]; then
+        apt-get update -qq || true
+        bin_version=$(apt-cache madison qemu-user | awk -F'|' "$find")
+    fi
     [ -n "$bin_version" ] || { echo "arm-cost: Debian's qemu-user 7.2 is not in apt's lists (apt-get update?)" >&2; return 1; }
     if [ ! -x "$dir/$bin_version/usr/bin/qemu-aarch64" ]; then
         echo "arm-cost: extracting qemu-user $bin_version into $dir"
