@@ -66,33 +66,14 @@ pub fn cost(args: CostArgs) -> Result<()> {
     }
 }
 
-/// Deterministic inputs in [0, 1) (xorshift): a model's cost does not depend
-/// on the values, and every configuration sees the same ones.
-fn inputs(shapes: &[(String, Vec<usize>)]) -> Result<Vec<(String, Tensor)>> {
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 40) as f32 / (1u64 << 24) as f32
-    };
-    shapes
-        .iter()
-        .map(|(name, shape)| {
-            let data = (0..shape.iter().product::<usize>()).map(|_| next()).collect();
-            let tensor = Tensor::new(shape, data).with_context(|| format!("input {name} has no shape"))?;
-            Ok((name.clone(), tensor))
-        })
-        .collect()
-}
-
 fn model_runs(args: &ModelArgs, name: &str, runs: u32) -> Result<()> {
     let loader = args.loader()?;
     let entry = loader.catalog().entry(name)?;
     let shapes: Vec<InputShape> = entry.input_shapes();
     let model = loader.load_with(entry, &shapes)?;
-    let named: Vec<(String, Vec<usize>)> = model.inputs().iter().map(|i| (i.name.clone(), i.shape.clone())).collect();
-    let feed = inputs(&named)?;
+    // Fixed pseudo-random inputs: a model's cost does not depend on the
+    // values, and every configuration sees the same ones.
+    let feed = super::tools::filler_inputs(model.inputs());
     let refs: Vec<(&str, &Tensor)> = feed.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let mut session = model.session()?;
     for _ in 0..=runs {

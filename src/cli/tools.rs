@@ -50,7 +50,7 @@ pub struct ProfileArgs {
 }
 
 /// Inputs of `shapes` filled with a fixed pseudo-random sequence in [0, 1).
-fn filler_inputs(specs: &[crate::infer::InputSpec]) -> Vec<(String, crate::infer::Tensor)> {
+pub(super) fn filler_inputs(specs: &[crate::infer::InputSpec]) -> Vec<(String, crate::infer::Tensor)> {
     let mut x: u32 = 0x9e37_79b9;
     let mut next = || {
         x ^= x << 13;

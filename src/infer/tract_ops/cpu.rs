@@ -8,7 +8,7 @@
 //! - `avx512` or unset: everything the CPU has.
 //!
 //! Every vector path dispatches on [`has`]. A kernel's own safety check
-//! (the assert before its `unsafe` call) asks the CPU itself, since a cap
+//! (the assert before it calls its vector code) asks the CPU itself, since a cap
 //! only ever takes features away.
 
 use std::sync::OnceLock;
