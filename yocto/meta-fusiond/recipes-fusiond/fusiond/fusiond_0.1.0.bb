@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: ad3cf96efa4f152b1eb36f8acf79d42cb7f186a97c5bab78ea57743ec27c2c94
-SRCREV = "2853185171c90da5499f0c4dd92e0b77fb38531a"
+# fusiond-inputs: a738be248394707bc3d5645418851805c428148958f263e979d090d1b37624fa
+SRCREV = "a4a7f6083353b1ebed075da7572699c5cd180e14"
 
 S = "${WORKDIR}/git"
 
