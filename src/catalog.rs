@@ -1,6 +1,7 @@
 //! Finds model files through one or more manifests, memory-maps them and
 //! verifies their SHA-256. It needs no inference engine: loading is the
 //! store's job.
+#![allow(unsafe_code)] // one of the daemon's named unsafe files: it maps model files (memmap2) and drops their pages (madvise).
 
 use crate::manifest::{Kind, Manifest, ManifestError, ModelEntry};
 use memmap2::Mmap;

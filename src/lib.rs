@@ -12,6 +12,17 @@
 //! payloads, one broker session), and its control loop applies commands
 //! through the [`control`] state machine. [`config`] is read once into the
 //! settings each loop needs. [`cli`] is wiring only.
+//!
+//! The CPU kernels and the tract ops over them are the workspace's other
+//! crates: `fusiond-kernels` (crates/kernels: slices in, slices out, std
+//! only, one CPU dispatch point) and `fusiond-tract-ops` (crates/tract-ops:
+//! the tract ops and ONNX rewrites over them, and tract's version pin),
+//! reached here as [`infer::tract_ops`].
+//!
+//! No `unsafe` code in this crate but in four named files, each of which
+//! says why at its top: `procmem.rs` (glibc's allocator), `catalog.rs` and
+//! `store/emap.rs` (memory maps), `cli/run.rs` (signal handlers).
+#![deny(unsafe_code)]
 
 pub mod backoff;
 pub mod capture;

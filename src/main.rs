@@ -1,3 +1,4 @@
+#![deny(unsafe_code)]
 use clap::Parser;
 use fusiond::cli::{self, Cli};
 use std::process::ExitCode;

@@ -1,6 +1,7 @@
 //! This process's memory: its resident size, read from `/proc/self/status`
 //! (what the stats, the model loader and the benchmarks report; zero where it
 //! cannot be read), and the one place that tunes glibc's allocator.
+#![allow(unsafe_code)] // one of the daemon's named unsafe files: it calls glibc's allocator tunables (mallopt, malloc_trim, mallinfo).
 
 /// Resident and peak resident memory of this process, in bytes.
 pub fn rss() -> (u64, u64) {

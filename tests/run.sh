@@ -56,11 +56,12 @@ models() {
     export FUSIOND_ORT_LIBRARY
 }
 lint() {
-    # The daemon, then the fuzz targets' own crate.
-    cargo fmt --check
+    # The workspace (the daemon, crates/kernels, crates/tract-ops), then
+    # the fuzz targets' own crate.
+    cargo fmt --all --check
     cargo fmt --check --manifest-path tests/fuzz/Cargo.toml
     # Default features, --features ort, and the library without engines as fuzzing builds it.
-    cargo clippy --all-targets --quiet -- -D warnings
+    cargo clippy --workspace --all-targets --quiet -- -D warnings
     cargo clippy --all-targets --quiet --features ort -- -D warnings
     cargo clippy --lib --quiet --no-default-features -- -D warnings
 }
@@ -72,13 +73,14 @@ gpu_check() {
     grep -q "^no GPU" "$work/gpu-check.log" || { echo "error: tests/gpu/check.sh did not say \"no GPU\" here" >&2; exit 1; }
 }
 # The x86 kernels' lower tiers, forced on this CPU (FUSIOND_CPU, read by
-# the one dispatch point src/infer/tract_ops/cpu.rs): the kernels' unit
-# tests against the plain loops, and the fused ops against tract's own on
-# the real models; the log names the tier each run used.
+# the one dispatch point crates/kernels/src/cpu.rs): the kernels' unit
+# tests against their plain loops, the tract ops' against tract's own ops,
+# and the fused ops against tract's own on the real models; the log names
+# the tier each run used.
 kernel_tiers() {
     local tier
     for tier in avx2 scalar; do
-        FUSIOND_CPU=$tier cargo test --features ort --lib --quiet tract_ops -- --nocapture 2>&1 |
+        FUSIOND_CPU=$tier cargo test -p fusiond-kernels -p fusiond-tract-ops --quiet -- --nocapture 2>&1 |
             grep -E '^fusiond kernels|^test result|panicked|FAILED|^error'
         FUSIOND_CPU=$tier cargo test --features ort --test it --quiet tract_ops:: 2>&1 |
             grep -E '^test result|panicked|FAILED|^error'
@@ -115,7 +117,7 @@ cross() {
 
 step 1 "contract and INT8 models (models/quantize; INT8 vs FP32 on onnxruntime)" models
 step 5 "cargo fmt --check, cargo clippy (default, ort, no engines)" lint
-step 9 "cargo test (tract only: no ONNX Runtime code in the binary)" cargo test
+step 9 "cargo test --workspace (tract only: no ONNX Runtime code in the binary)" cargo test --workspace
 step 8 "cargo test --features ort (ONNX Runtime from the venv's wheel)" cargo test --features ort
 step 3 "x86 kernel tiers forced down: FUSIOND_CPU=avx2, then scalar" kernel_tiers
 step 1 "Yocto layer lint (oelint-adv, and a broken recipe it must reject)" bash yocto/lint.sh

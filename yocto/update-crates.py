@@ -13,7 +13,8 @@ SRC_URI entry per registry crate and its sha256sum from the lock file, so
 that bitbake fetches every crate before the build and builds offline.
 
 The pin is stale when the build inputs at SRCREV (Cargo.toml, Cargo.lock,
-src/, and the systemd/ and config/ files the recipe installs) differ from
+src/, the workspace's crates/, the model manifest compiled into the binary,
+and the systemd/ and config/ files the recipe installs) differ from
 HEAD's. A commit cannot name itself, so the release step is a commit of its
 own after the change: it touches only yocto/, and leaves the diff empty.
 The pin also records a hash of those inputs' git objects (the
@@ -30,7 +31,7 @@ from pathlib import Path
 root = Path(__file__).resolve().parent.parent
 recipe_dir = root / "yocto/meta-fusiond/recipes-fusiond/fusiond"
 crates_inc = recipe_dir / "fusiond-crates.inc"
-BUILD_INPUTS = ["Cargo.toml", "Cargo.lock", "src", "systemd", "config"]
+BUILD_INPUTS = ["Cargo.toml", "Cargo.lock", "src", "crates", "models/manifest.toml", "systemd", "config"]
 FIX = "run `python3 yocto/update-crates.py --pin` and commit the recipe"
 
 

@@ -1,3 +1,4 @@
+#![allow(unsafe_code)] // one of the daemon's named unsafe files: it installs the signal handlers (sigaction).
 use super::store::ConfigArgs;
 use crate::daemon::{self, Signals};
 use anyhow::{Context, Result};

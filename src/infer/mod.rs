@@ -17,7 +17,7 @@ mod tract;
 #[cfg(feature = "tract")]
 mod tract_import;
 #[cfg(feature = "tract")]
-pub mod tract_ops;
+pub use fusiond_tract_ops as tract_ops;
 #[cfg(feature = "tract")]
 mod tract_pool;
 

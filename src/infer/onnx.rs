@@ -4,7 +4,7 @@
 
 use super::{InferError, InputSpec, Result, Tensor};
 #[cfg(feature = "tract")]
-use tract_onnx::{pb, prelude::Framework};
+use fusiond_tract_ops::tract_onnx::{pb, prelude::Framework};
 
 #[cfg(feature = "tract")]
 fn f32_values(t: &pb::TensorProto) -> Option<Vec<f32>> {
@@ -31,8 +31,9 @@ pub const NOT_A_FLOAT_GRAPH: &str = "; a quantised graph does not hold the emap:
 /// fold and reorder initializers.
 #[cfg(feature = "tract")]
 pub fn last_initializer(bytes: &[u8]) -> Result<(String, Tensor)> {
-    let proto =
-        tract_onnx::onnx().proto_model_for_read(&mut &bytes[..]).map_err(|e| InferError::Load(format!("{e:#}")))?;
+    let proto = fusiond_tract_ops::tract_onnx::onnx()
+        .proto_model_for_read(&mut &bytes[..])
+        .map_err(|e| InferError::Load(format!("{e:#}")))?;
     let graph = proto.graph.as_ref().ok_or_else(|| InferError::Load("the file has no graph".into()))?;
     let last = graph.initializer.last().ok_or_else(|| InferError::Load("the graph has no initializers".into()))?;
     let shape: Vec<usize> = last.dims.iter().map(|&d| d.max(0) as usize).collect();
@@ -60,8 +61,9 @@ pub fn last_initializer(_: &[u8]) -> Result<(String, Tensor)> {
 #[cfg(feature = "tract")]
 pub fn redeclare_inputs(bytes: &[u8], shapes: &[(String, Vec<usize>)]) -> Result<Vec<u8>> {
     use pb::tensor_shape_proto::{dimension::Value as Dim, Dimension};
-    let mut proto =
-        tract_onnx::onnx().proto_model_for_read(&mut &bytes[..]).map_err(|e| InferError::Load(format!("{e:#}")))?;
+    let mut proto = fusiond_tract_ops::tract_onnx::onnx()
+        .proto_model_for_read(&mut &bytes[..])
+        .map_err(|e| InferError::Load(format!("{e:#}")))?;
     let graph = proto.graph.as_mut().ok_or_else(|| InferError::Load("the file has no graph".into()))?;
     for (name, shape) in shapes {
         let input = graph
@@ -159,7 +161,7 @@ mod tests {
             panic!("{} is missing ({e}): put shared/ beside the checkout or set FUSIOND_SHARED", path.display())
         });
         let patched = redeclare_inputs(&bytes, &[("input".into(), vec![1, 3, 480, 640])]).unwrap();
-        let proto = tract_onnx::onnx().proto_model_for_read(&mut &patched[..]).unwrap();
+        let proto = fusiond_tract_ops::tract_onnx::onnx().proto_model_for_read(&mut &patched[..]).unwrap();
         let graph = proto.graph.unwrap();
         let dims = |vi: &pb::ValueInfoProto| match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
             Some(pb::type_proto::Value::TensorType(t)) => t.shape.as_ref().map(|s| s.dim.len()),

@@ -4,11 +4,11 @@ use super::{
     fed, fix_input_shapes, Backend, InferError, InputShape, InputSpec, LoadPhases, Model, ModelBytes, NodeTime,
     Outputs, Placement, Resident, Result, Session, Tensor,
 };
+use fusiond_tract_ops::tract_onnx::pb;
+use fusiond_tract_ops::tract_onnx::prelude::*;
+use fusiond_tract_ops::tract_onnx::tract_core::internal::OpState;
+use fusiond_tract_ops::tract_onnx::tract_core::plan::EvalContext;
 use std::sync::Arc;
-use tract_onnx::pb;
-use tract_onnx::prelude::*;
-use tract_onnx::tract_core::internal::OpState;
-use tract_onnx::tract_core::plan::EvalContext;
 
 /// The default, pure-Rust engine.
 #[derive(Debug, Clone)]
@@ -114,7 +114,7 @@ impl Backend for TractBackend {
         // batch dims that contradict the fixed shapes we impose; every input
         // shape therefore comes from `specs` or from a fully static declaration.
         let start = std::time::Instant::now();
-        let mut onnx = tract_onnx::onnx().with_ignore_value_info(true);
+        let mut onnx = fusiond_tract_ops::tract_onnx::onnx().with_ignore_value_info(true);
         if self.fused_ops {
             super::tract_ops::register(&mut onnx.op_register);
         }
@@ -175,7 +175,7 @@ impl Backend for TractBackend {
 fn plan_kernels(model: &TypedModel) -> Vec<String> {
     let mut counts = std::collections::BTreeMap::<String, usize>::new();
     for node in model.nodes() {
-        if let Some(mm) = node.op_as::<tract_onnx::tract_core::ops::matmul::optimized::OptMatMul>() {
+        if let Some(mm) = node.op_as::<fusiond_tract_ops::tract_onnx::tract_core::ops::matmul::optimized::OptMatMul>() {
             for kernel in &mm.mmm {
                 *counts.entry(kernel.name().to_string()).or_default() += 1;
             }
@@ -224,7 +224,8 @@ impl TractSession {
         let mut values: TVec<TValue> = tvec!();
         for (spec, dt) in self.inputs.iter().zip(&self.input_types) {
             let t = fed(spec, given)?;
-            let tensor = tract_onnx::prelude::Tensor::from_shape(t.shape(), t.data()).map_err(run_err)?;
+            let tensor =
+                fusiond_tract_ops::tract_onnx::prelude::Tensor::from_shape(t.shape(), t.data()).map_err(run_err)?;
             let tensor =
                 if *dt == DatumType::F32 { tensor } else { tensor.cast_to_dt(*dt).map_err(run_err)?.into_owned() };
             values.push(tensor.into());
@@ -244,7 +245,7 @@ impl Session for TractSession {
         let names = &self.names;
         let mut timed = |ctx: &EvalContext, state: Option<&mut (dyn OpState + 'static)>, node: &TypedNode, input| {
             let start = std::time::Instant::now();
-            let out = tract_onnx::tract_core::plan::eval(ctx, state, node, input);
+            let out = fusiond_tract_ops::tract_onnx::tract_core::plan::eval(ctx, state, node, input);
             let (node, op) = names[node.id].clone();
             times.push(NodeTime { node, op, time: start.elapsed() });
             out

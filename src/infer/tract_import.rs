@@ -14,10 +14,10 @@
 //!   the graph tract optimises is the one its own import would build.
 
 use super::{InferError, ModelBytes, ModelData, Result};
+use fusiond_tract_ops::tract_onnx::pb;
+use fusiond_tract_ops::tract_onnx::prelude::*;
+use fusiond_tract_ops::tract_onnx::tract_core::ops::konst::Const;
 use std::collections::HashSet;
-use tract_onnx::pb;
-use tract_onnx::prelude::*;
-use tract_onnx::tract_core::ops::konst::Const;
 
 /// Initializers at least this big are converted here, one at a time. The
 /// small ones (shapes, pads, scales, which some ops read while tract parses
@@ -67,7 +67,10 @@ pub(super) fn decode(bytes: ModelBytes) -> Result<pb::ModelProto> {
 
 /// The large initializers, converted to tract tensors one by one and taken
 /// out of `proto`, which now declares each as a typed graph input instead.
-pub(super) fn take_weights(proto: &mut pb::ModelProto, onnx: &tract_onnx::Onnx) -> TractResult<Vec<(String, Tensor)>> {
+pub(super) fn take_weights(
+    proto: &mut pb::ModelProto,
+    onnx: &fusiond_tract_ops::tract_onnx::Onnx,
+) -> TractResult<Vec<(String, Tensor)>> {
     let Some(graph) = proto.graph.as_mut() else { return Ok(vec![]) };
     let listed: HashSet<String> = graph.input.iter().map(|i| i.name.clone()).collect();
     let mut weights = vec![];
@@ -76,7 +79,7 @@ pub(super) fn take_weights(proto: &mut pb::ModelProto, onnx: &tract_onnx::Onnx) 
             graph.initializer.push(t);
             continue;
         }
-        let tensor = tract_onnx::tensor::load_tensor(&*onnx.provider, &t, None)
+        let tensor = fusiond_tract_ops::tract_onnx::tensor::load_tensor(&*onnx.provider, &t, None)
             .map_err(|e| e.context(format!("converting initializer `{}`", t.name)))?;
         // IR < 4 lists initializers among the inputs already, with their type.
         if !listed.contains(&t.name) {
@@ -147,7 +150,7 @@ mod tests {
     #[test]
     fn weights_taken_out_and_put_back_give_tracts_own_outputs_to_1e_5() {
         let bytes = std::fs::read(shared_model("arcface_fr_feature.onnx")).unwrap();
-        let onnx = tract_onnx::onnx();
+        let onnx = fusiond_tract_ops::tract_onnx::onnx();
         let own = onnx.model_for_read(&mut &bytes[..]).unwrap();
         let mut proto = decode(Arc::new(bytes)).unwrap();
         let weights = take_weights(&mut proto, &onnx).unwrap();

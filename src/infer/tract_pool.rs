@@ -20,10 +20,10 @@
 //! stay awake ([`run`]): each waits for shares by polling the pool, as ONNX
 //! Runtime's threads spin between a model's nodes.
 
+use fusiond_tract_ops::tract_linalg::multithread::{multithread_tract_scope, Executor};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use tract_linalg::multithread::{multithread_tract_scope, Executor};
 
 /// The most threads that get a pool of their own for good.
 const MAX_JOINED: usize = 4;
@@ -170,7 +170,7 @@ mod tests {
         std::thread::spawn(|| {
             for _ in 0..50 {
                 let (a, b) = run(2, || {
-                    let pool = pool_of(Some(tract_linalg::multithread::current_tract_executor()));
+                    let pool = pool_of(Some(fusiond_tract_ops::tract_linalg::multithread::current_tract_executor()));
                     pool.join(|| (0..1000u64).sum::<u64>(), || (0..2000u64).sum::<u64>())
                 });
                 assert_eq!((a, b), (499_500, 1_999_000));

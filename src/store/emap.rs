@@ -5,6 +5,7 @@
 //! initializer it is, once: the copy read is cached under the loader's cache
 //! folder as `emap-<the float model's SHA-256>.safetensors`, so a changed
 //! model is never paired with an old emap.
+#![allow(unsafe_code)] // one of the daemon's named unsafe files: it maps emap side files (memmap2).
 
 use super::StoreError;
 use crate::catalog::Catalog;

@@ -76,6 +76,24 @@ build_stopped() {
         "in $CARGO_TARGET_DIR and the next run carries on from them. Its tests are skipped this time."
 }
 
+# The kernels' and the tract ops' tests on each CPU model the fleet has
+# (qemu-user gives each its own HWCAP bits, which std's feature detection
+# reads), and once with the kernels capped to their plain loops; the log
+# names the features each run used ("fusiond kernels: ...").
+kernel_cpus() {
+    local cpu cap runner
+    runner="CARGO_TARGET_$(echo "$triple" | tr 'a-z-' 'A-Z_')_RUNNER"
+    for cpu in $kernel_cpus; do
+        for cap in "" scalar; do
+            [ -z "$cap" ] || [ "$cpu" = "${kernel_cpus%% *}" ] || continue
+            echo "cross: kernels under $qemu -cpu $cpu${cap:+, FUSIOND_CPU=$cap}"
+            env "$runner=$qemu -cpu $cpu -L $sysroot" FUSIOND_CPU="$cap" \
+                cargo test --profile cross --target "$triple" -p fusiond-kernels -p fusiond-tract-ops \
+                --quiet -- --nocapture 2>&1 | grep -E '^fusiond kernels|^test result|panicked|FAILED|^error'
+        done
+    done
+}
+
 # One mark per target and steps: a run of the package step alone says
 # nothing about the tests.
 mark() { echo "$1-${steps// /-}"; }
@@ -106,7 +124,7 @@ for arch in "${arches[@]}"; do
 
     if [[ " $steps " == *" build "* ]]; then
         start=$SECONDS
-        within_deadline cargo build --profile cross --target "$triple" --tests --bins --quiet || {
+        within_deadline cargo build --workspace --profile cross --target "$triple" --tests --bins --quiet || {
             build_stopped
             skip "$arch" "tests not run: the build reached CROSS_DEADLINE"
             continue
@@ -128,6 +146,7 @@ for arch in "${arches[@]}"; do
         export FUSIOND_V4L2_IOCTLS="$probe.txt"
         cargo test --profile cross --target "$triple" --lib --quiet
         echo "cross: $triple unit tests under $qemu in $((SECONDS - start)) s"
+        kernel_cpus
     fi
     # Integration tests under emulation (default: none). The whole suite
     # took 53 min under qemu-aarch64 in CI's last run (3202 s, with the

@@ -84,9 +84,9 @@ toolchain_dpkg_db() {
 toolchain() {
     local arch=$1 suite=$2
     case "$arch" in
-    x86_64 | amd64) triple=x86_64-unknown-linux-gnu gnu=x86_64-linux-gnu deb=amd64 qemu="" qemu_cpu="" ;;
-    aarch64 | arm64) triple=aarch64-unknown-linux-gnu gnu=aarch64-linux-gnu deb=arm64 qemu=qemu-aarch64 qemu_cpu=cortex-a76 ;;
-    armv7 | armhf) triple=armv7-unknown-linux-gnueabihf gnu=arm-linux-gnueabihf deb=armhf qemu=qemu-arm qemu_cpu=max ;;
+    x86_64 | amd64) triple=x86_64-unknown-linux-gnu gnu=x86_64-linux-gnu deb=amd64 qemu="" qemu_cpu="" kernel_cpus="" ;;
+    aarch64 | arm64) triple=aarch64-unknown-linux-gnu gnu=aarch64-linux-gnu deb=arm64 qemu=qemu-aarch64 qemu_cpu=cortex-a76 kernel_cpus="cortex-a76 cortex-a72" ;;
+    armv7 | armhf) triple=armv7-unknown-linux-gnueabihf gnu=arm-linux-gnueabihf deb=armhf qemu=qemu-arm qemu_cpu=max kernel_cpus="cortex-a7" ;;
     *) echo "toolchain: unknown architecture $arch (x86_64, aarch64 or armv7)" >&2; return 2 ;;
     esac
     toolchain_tools

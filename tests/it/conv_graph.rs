@@ -2,8 +2,8 @@
 //! convolution and a ReLU, its weights as f32 or as INT8 behind a
 //! per-channel `DequantizeLinear`, as an INT8 QDQ export writes them.
 
+use fusiond::infer::tract_ops::tract_onnx::pb::{self, tensor_proto::DataType};
 use prost::Message;
-use tract_onnx::pb::{self, tensor_proto::DataType};
 
 /// How the convolution's weights are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -226,7 +226,11 @@ fn the_detectors_sibling_heads_are_merged_into_one_convolution_a_level() {
         (int8_models().join("face_detection_yunet_2023mar_int8.onnx"), 9),
         (int8_models().join("scrfd_500m_bnkps_int8.onnx"), 6),
     ] {
-        let mut proto = tract_onnx::prelude::Framework::proto_model_for_path(&tract_onnx::onnx(), &file).unwrap();
+        let mut proto = fusiond::infer::tract_ops::tract_onnx::prelude::Framework::proto_model_for_path(
+            &fusiond::infer::tract_ops::tract_onnx::onnx(),
+            &file,
+        )
+        .unwrap();
         let prepared = fusiond::infer::tract_ops::prepare(&mut proto);
         assert_eq!(prepared.merged_convs, merged, "{}", file.display());
     }

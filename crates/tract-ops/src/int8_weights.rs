@@ -48,38 +48,18 @@ pub fn behind(model: &TypedModel, w: OutletId) -> Option<Int8Weights> {
 /// The INT8 weights that f32 weights `w` (OIHW) were dequantised from by a
 /// symmetric per-channel dequantiser (folded to constants before the
 /// integer product could see them: by `dequant_weights`, or by tract's own
-/// folding): each value `q × scale` in f32 of an integer `q` in −127..=127
-/// and one scale per output channel. The scale is the channel's largest
-/// magnitude over its largest integer, or an f32 step beside it, and it is
-/// kept only if it gives back every value of the channel exactly; `None`
-/// where none does.
+/// folding); `None` where they are not such weights
+/// ([`fusiond_kernels::int8::recover`]).
 pub fn recovered(w: &Tensor) -> Option<Int8Weights> {
     let values = w.try_as_plain_ram().ok()?;
     let values = values.as_slice::<f32>().ok()?;
-    let (&co, rest) = w.shape().split_first()?;
-    let per = rest.iter().product::<usize>();
-    if w.rank() != 4 || co == 0 || per == 0 {
+    let &co = w.shape().first()?;
+    if w.rank() != 4 {
         return None;
     }
-    let mut q = Vec::with_capacity(values.len());
-    let mut scale = Vec::with_capacity(co);
-    for row in values.chunks_exact(per) {
-        let largest = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let exact = |s: f32| row.iter().all(|&v| (v / s).round().abs() <= 127.0 && (v / s).round() * s == v);
-        // The largest is `m × scale` for the channel's largest integer `m`:
-        // 127 from a symmetric quantiser, less from others. A candidate
-        // that is not the scale fails at the first value it misses.
-        let candidates =
-            (1..=127u8).rev().map(|m| largest / f32::from(m)).flat_map(|s| [s, s.next_up(), s.next_down()]);
-        let s = match largest {
-            0.0 => 1.0,
-            _ => candidates.into_iter().find(|&s| s.is_normal() && exact(s))?,
-        };
-        q.extend(row.iter().map(|&v| (v / s).round() as i8));
-        scale.push(s);
-    }
-    let values = Arc::new(Tensor::from_shape(w.shape(), &q).ok()?);
-    Some(Int8Weights { values, scale, zero: vec![0.0; co] })
+    let found = fusiond_kernels::int8::recover(values, co)?;
+    let values = Arc::new(Tensor::from_shape(w.shape(), &found.values).ok()?);
+    Some(Int8Weights { values, scale: found.scale, zero: vec![0.0; co] })
 }
 
 /// The two inputs of `node` where it is the binary op `B`, in order.

@@ -13,23 +13,23 @@
 //! output, and the pooling shares the block's threads.
 //!
 //! In an INT8 block at stride 1, on a CPU with AVX-512 VNNI, the depthwise
-//! half runs as integers ([`super::depthwise_int8`]): the rows kept are
+//! half runs as integers ([`fusiond_kernels::depthwise_int8`]): the rows kept are
 //! then the pointwise output's integers on its grid. Where the block's
 //! input lies on a grid too, the pointwise half runs as integers as well
-//! ([`super::pointwise_int8`]) and writes those integers itself.
+//! ([`fusiond_kernels::pointwise_int8`]) and writes those integers itself.
 //!
 //! [`fuse`] replaces the nodes from a [`super::pointwise::PointwiseConv`]'s `declutter`, so it
 //! applies wherever that kernel does (x86_64 with AVX2 and FMA).
 
 use super::depthwise::Depthwise;
-use super::depthwise_int8::{self, DotDepthwise, MARGIN};
-use super::depthwise_kernel::{depthwise_rows, depthwise_rows_s2};
-use super::fake_quant::{fake_quant_in_place, Grid};
 use super::fake_quant_grid;
 use super::max_pool::{pool_rows, MaxPool2x2};
-use super::pointwise_int8::DotPointwise;
-use super::pointwise_kernel::{pointwise, Packed, Run, Tiles};
 use super::{is_relu, share_rows};
+use fusiond_kernels::depthwise::{depthwise_rows, depthwise_rows_s2};
+use fusiond_kernels::depthwise_int8::{self, DotDepthwise, MARGIN};
+use fusiond_kernels::pointwise::{pointwise, Packed, Run, Tiles};
+use fusiond_kernels::pointwise_int8::DotPointwise;
+use fusiond_kernels::quant::{fake_quant_in_place, Grid};
 use held::Held;
 use std::ops::Range;
 use std::sync::Arc;
@@ -335,6 +335,7 @@ impl EvalOp for PointwiseDepthwise {
         ensure!(c == ci, "Conv 1×1 + 3×3: {c} input channels where the weights have {ci}");
         let (oh, ow) = self.out_size(h, w);
         // SAFETY: every value is written below (`run` writes whole planes).
+        #[allow(unsafe_code)]
         let mut y = unsafe { Tensor::uninitialized::<f32>(&[n, co, oh, ow])? };
         if n * oh * ow > 0 {
             let xs = x.try_as_plain_ram()?;

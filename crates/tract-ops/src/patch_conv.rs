@@ -14,16 +14,16 @@
 //! the blocked product of [`gemm_conv`], whose sums are those of tract's
 //! product (bit for bit in `tests/it/tract_ops.rs`).
 
-use super::fake_quant::Grid;
-use super::gather::gather;
 use super::gemm_conv;
-use super::gemm_int8::{self, DotWeights, Vnni};
-use super::gemm_kernel::{self, GemmWeights, Panels};
 use super::geometry::Geometry;
 use super::int8_weights::Int8Weights;
-use super::pointwise_kernel::{pointwise, Packed, Run, Tiles};
 use super::share_rows;
 use super::{next_tail, Tail};
+use fusiond_kernels::gather::gather;
+use fusiond_kernels::gemm::{GemmWeights, Panels};
+use fusiond_kernels::gemm_int8::{self, DotWeights, Vnni};
+use fusiond_kernels::pointwise::{pointwise, Packed, Run, Tiles};
+use fusiond_kernels::quant::Grid;
 use std::ops::Range;
 use tract_onnx::tract_core::{args_1, as_op, op_as_typed_op, op_out_of_plan};
 use tract_onnx::tract_hir::internal::*;
@@ -128,7 +128,7 @@ impl PatchConv {
             let packer = move || {
                 let weights = konst.try_as_plain_ram().ok();
                 let weights = weights.as_ref().and_then(|w| w.as_slice::<f32>().ok()).unwrap_or(&[]);
-                Panels::F32(gemm_kernel::pack(weights, co, taps))
+                Panels::F32(fusiond_kernels::gemm::pack(weights, co, taps))
             };
             Kernel::Gemm(GemmWeights::deferred(Box::new(packer), &bias, co, taps))
         };
@@ -165,8 +165,9 @@ impl PatchConv {
             let values = values.as_ref().and_then(|v| v.as_slice::<i8>().ok()).unwrap_or(&[]);
             let dot = in_grid.and_then(|g| DotWeights::pack(values, (co, taps), (&w.scale, &dot_bias), g));
             dot.map(Panels::Dot).unwrap_or_else(|| {
-                let (scale, zero) = (gemm_kernel::padded(&w.scale, co), gemm_kernel::padded(&w.zero, co));
-                Panels::Int8 { values: gemm_kernel::pack(values, co, taps), scale, zero }
+                let (scale, zero) =
+                    (fusiond_kernels::gemm::padded(&w.scale, co), fusiond_kernels::gemm::padded(&w.zero, co));
+                Panels::Int8 { values: fusiond_kernels::gemm::pack(values, co, taps), scale, zero }
             })
         };
         let kernel = Kernel::Gemm(GemmWeights::deferred(Box::new(packer), &bias, co, taps));
@@ -273,6 +274,7 @@ impl EvalOp for PatchConv {
         ensure!((c, (h, w)) == (g.ci, g.input), "Conv: input {:?} where the model was planned for {:?}", x.shape(), g);
         let (oh, ow) = g.output;
         // SAFETY: every value is written below (`run` writes whole planes).
+        #[allow(unsafe_code)]
         let mut y = unsafe { Tensor::uninitialized::<f32>(&[n, co, oh, ow])? };
         if n * oh * ow > 0 {
             let xs = x.try_as_plain_ram()?;

@@ -13,15 +13,13 @@
 //! lanes.
 //!
 //! An output is `scale × s × (Σ k·u − z·Σ k) + bias`
-//! ([`super::gemm_int8::Dequantise`]): the exact sum of the dequantised
+//! ([`crate::gemm_int8::Dequantise`]): the exact sum of the dequantised
 //! products, rounded once. tract's f32 depthwise convolution rounds at every
 //! tap, so where a sum lies within those roundings of a tie of the grid
 //! after the block, the two land a step apart.
 
-use super::fake_quant::{Grid, MAGIC};
-use super::gemm_int8::{zero_shift, Dequantise, Vnni};
-use super::int8_weights;
-use tract_onnx::prelude::Tensor;
+use crate::gemm_int8::{zero_shift, Dequantise, Vnni};
+use crate::quant::{Grid, MAGIC};
 
 /// A stride-1 3×3 depthwise convolution's kernels as integers, over an input
 /// on `grid`.
@@ -37,7 +35,7 @@ pub struct DotDepthwise {
 
 /// Whether this CPU runs [`DotDepthwise`]: with AVX-512 VNNI.
 pub fn available() -> bool {
-    super::gemm_int8::vnni() == Some(Vnni::Bits512)
+    crate::gemm_int8::vnni() == Some(Vnni::Bits512)
 }
 
 impl DotDepthwise {
@@ -46,9 +44,8 @@ impl DotDepthwise {
     /// folded to f32.
     pub fn new(kernels: &[[f32; 9]], bias: &[f32], grid: Grid) -> Option<DotDepthwise> {
         let flat: Vec<f32> = kernels.iter().flatten().copied().collect();
-        let found = int8_weights::recovered(&Tensor::from_shape(&[kernels.len(), 1, 3, 3], &flat).ok()?)?;
-        let values = found.values.try_as_plain_ram().ok()?;
-        let values = values.as_slice::<i8>().ok()?;
+        let found = crate::int8::recover(&flat, kernels.len())?;
+        let values = &found.values;
         if bias.len() != kernels.len() {
             return None;
         }
@@ -74,7 +71,7 @@ impl DotDepthwise {
     pub fn to_integers(&self, floats: &[f32], out: &mut [u8]) {
         assert!(out.len() >= floats.len(), "depthwise_int8: the integers do not fit");
         #[cfg(target_arch = "x86_64")]
-        if super::cpu::has(super::cpu::Feature::Avx512Bw) {
+        if crate::cpu::has(crate::cpu::Feature::Avx512Bw) {
             // SAFETY: the CPU has AVX-512 F and BW (checked just above);
             // `out` holds `floats.len()` values (asserted above).
             return unsafe { to_integers_avx512(floats, self.grid, out) };
@@ -285,7 +282,7 @@ unsafe fn to_integers_avx512(floats: &[f32], grid: Grid, out: &mut [u8]) {
     let whole = floats.len() / 64 * 64;
     for i in (0..whole).step_by(64) {
         let u: [__m512i; 4] = std::array::from_fn(|j| {
-            super::gemm_int8::integers_avx512(_mm512_loadu_ps(floats.as_ptr().add(i + 16 * j)), grid)
+            crate::gemm_int8::integers_avx512(_mm512_loadu_ps(floats.as_ptr().add(i + 16 * j)), grid)
         });
         let bytes = _mm512_packus_epi16(_mm512_packus_epi32(u[0], u[1]), _mm512_packus_epi32(u[2], u[3]));
         _mm512_storeu_si512(out.as_mut_ptr().add(i).cast(), _mm512_permutexvar_epi32(order, bytes));
@@ -293,7 +290,7 @@ unsafe fn to_integers_avx512(floats: &[f32], grid: Grid, out: &mut [u8]) {
     for i in (whole..floats.len()).step_by(16) {
         let mask = (u32::MAX >> (32 - (floats.len() - i).min(16))) as u16;
         let v = _mm512_maskz_loadu_ps(mask, floats.as_ptr().add(i));
-        let u = super::gemm_int8::integers_avx512(v, grid);
+        let u = crate::gemm_int8::integers_avx512(v, grid);
         _mm512_mask_cvtepi32_storeu_epi8(out.as_mut_ptr().add(i).cast(), mask, u);
     }
 }

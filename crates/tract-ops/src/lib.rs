@@ -26,25 +26,21 @@
 //! heads) become one and a Split ([`sibling_convs::merge`]), so that tract
 //! packs their input once.
 
-pub mod cpu;
+//!
+//! No `unsafe` here but five output tensors left uninitialised for an op
+//! that writes every value (each marked `#[allow(unsafe_code)]` with its
+//! reason); the vector code is crates/kernels'.
+#![deny(unsafe_code)]
+
 mod depthwise;
-mod depthwise_int8;
-mod depthwise_kernel;
 mod dequant_weights;
 mod fake_quant;
-mod gather;
 mod gemm_conv;
-mod gemm_int8;
-mod gemm_int8_tile;
-mod gemm_kernel;
-mod gemm_tile;
 mod geometry;
 mod int8_weights;
 mod max_pool;
 mod patch_conv;
 mod pointwise;
-mod pointwise_int8;
-mod pointwise_kernel;
 mod prelu;
 mod pw_dw;
 mod qdq_pairs;
@@ -52,14 +48,18 @@ mod share;
 mod sibling_convs;
 mod upsample;
 
-pub use fake_quant::{fake_quant_in_place, FakeQuant, Grid};
+pub use fake_quant::FakeQuant;
+pub use fusiond_kernels::cpu;
+pub use fusiond_kernels::prelu::prelu_in_place;
+pub use fusiond_kernels::quant::{fake_quant_in_place, Grid};
 pub use max_pool::{max_pool_2x2, MaxPool2x2};
-pub use prelu::{prelu_in_place, ChannelPrelu};
+pub use prelu::ChannelPrelu;
 use share::share_rows;
 use std::sync::OnceLock;
 use tract_onnx::model::{OnnxOpRegister, ParsingContext};
 use tract_onnx::pb::NodeProto;
 use tract_onnx::tract_hir::internal::*;
+pub use ::{fusiond_kernels, tract_linalg, tract_onnx};
 
 type Parser = fn(&ParsingContext, &NodeProto) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)>;
 
@@ -91,8 +91,16 @@ impl StockParser {
 }
 
 /// Puts fusiond's parsers in `ops`, over tract's own (which they fall back
-/// on).
+/// on). The first call logs the kernels' CPU features (and a bad
+/// `FUSIOND_CPU`).
 pub fn register(ops: &mut OnnxOpRegister) {
+    static SAID: OnceLock<()> = OnceLock::new();
+    SAID.get_or_init(|| {
+        if let Some(problem) = cpu::override_problem() {
+            log::warn!("{problem}");
+        }
+        log::debug!("fusiond kernels: {}", cpu::describe());
+    });
     max_pool::STOCK.take_from(ops);
     ops.insert("MaxPool", max_pool::parse);
     pointwise::STOCK.take_from(ops);
@@ -305,12 +313,4 @@ fn element_count(dims: &[i64]) -> Option<i64> {
 fn remove_nodes(graph: &mut tract_onnx::pb::GraphProto, dropped: &[bool]) {
     let nodes = std::mem::take(&mut graph.node);
     graph.node = nodes.into_iter().zip(dropped).filter(|(_, d)| !**d).map(|(n, _)| n).collect();
-}
-
-/// Test values in [-1, 1], a different run of them for each seed.
-#[cfg(test)]
-fn test_values(n: usize, seed: u32) -> Vec<f32> {
-    (0..n as u32)
-        .map(|i| ((i.wrapping_mul(2654435761).wrapping_add(seed) >> 16) % 2001) as f32 / 1000.0 - 1.0)
-        .collect()
 }

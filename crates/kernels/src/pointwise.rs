@@ -7,7 +7,7 @@
 //! fed per input channel by three pixel loads and four broadcast weights;
 //! with AVX-512, tiles of 48 pixels, three 16-lane vectors.
 
-use super::fake_quant::Grid;
+use crate::quant::Grid;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -119,7 +119,7 @@ impl Packed {
 pub fn kernel_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        super::cpu::has(super::cpu::Feature::Avx2)
+        crate::cpu::has(crate::cpu::Feature::Avx2)
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
@@ -129,7 +129,7 @@ pub fn kernel_available() -> bool {
 /// lane `j` at `(t * ci + k) * TILE_CO + j` (lanes past `co` are zero), and
 /// the biases in the same lanes; with `relu`, negative outputs become 0,
 /// and with `round`, each output is then rounded to a grid and back (in
-/// registers on AVX-512, by [`super::fake_quant::fake_quant_in_place`]
+/// registers on AVX-512, by [`crate::quant::fake_quant_in_place`]
 /// after AVX2 tiles).
 #[derive(Clone, Copy, Debug)]
 pub struct Tiles<'a> {
@@ -169,13 +169,13 @@ pub fn pointwise(x: Run, tiles: Tiles, y: &mut [&mut [f32]]) {
     let rounding = tiles.round.map(Grid::rounding);
     #[cfg(target_arch = "x86_64")]
     let done = if kernel_available() {
-        let wide = super::cpu::has(super::cpu::Feature::Avx512F);
+        let wide = crate::cpu::has(crate::cpu::Feature::Avx512F);
         // SAFETY: the CPU has AVX2 and FMA, and AVX-512F when asked; the
         // slices' lengths are checked above.
         let done = unsafe { runs_simd(&x, tiles, y, wide) };
         // The AVX2 tiles leave the rounding to a pass of its own.
         if let (Some(grid), false) = (tiles.round, wide) {
-            y.iter_mut().for_each(|row| super::fake_quant::fake_quant_in_place(&mut row[..done], grid));
+            y.iter_mut().for_each(|row| crate::quant::fake_quant_in_place(&mut row[..done], grid));
         }
         done
     } else {

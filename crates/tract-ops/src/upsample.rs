@@ -60,8 +60,8 @@ fn whole_scales(model: &TypedModel, node: &TypedNode) -> TractResult<Option<TVec
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_values as values;
     use super::*;
+    use fusiond_kernels::test_values as values;
     use tract_onnx::tract_core::ops::nn::resize::{CoordTransformer, Nearest};
 
     /// A model of one Resize of a 1×2×3×4 input to constant `sizes`.

@@ -1,4 +1,4 @@
-//! The tiles of [`super::gemm_kernel`]'s product: `kc` taps of a panel of
+//! The tiles of [`crate::gemm`]'s product: `kc` taps of a panel of
 //! [`MR`] output channels by a panel of [`NR`] pixels, on AVX2 and FMA, two
 //! such tiles at once on AVX-512, or in plain loops that sum in the same
 //! order. Every output is one FMA chain over its taps from zero (or from the
@@ -40,7 +40,7 @@ pub(super) struct Operands {
 /// The pointers hold what [`Operands`] says, and `bias` [`MR`] values.
 pub(super) unsafe fn run_kernel(op: Operands, bias: &[f32], step: Step) {
     #[cfg(target_arch = "x86_64")]
-    if super::pointwise_kernel::kernel_available() {
+    if crate::pointwise::kernel_available() {
         return kernel_avx2(op, bias, step);
     }
     let Operands { kc, a, b, from, to } = op;
@@ -64,7 +64,7 @@ pub(super) unsafe fn run_kernel(op: Operands, bias: &[f32], step: Step) {
 pub(super) fn wide_kernel_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        super::cpu::has(super::cpu::Feature::Avx512F)
+        crate::cpu::has(crate::cpu::Feature::Avx512F)
     }
     #[cfg(not(target_arch = "x86_64"))]
     false

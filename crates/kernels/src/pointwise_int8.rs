@@ -1,6 +1,6 @@
 //! The pointwise half of an INT8 [`super::pw_dw::PointwiseDepthwise`] as
 //! integers, where the depthwise half runs as integers too
-//! ([`super::depthwise_int8`]) and the block's input lies on a grid (a
+//! ([`crate::depthwise_int8`]) and the block's input lies on a grid (a
 //! quantise-dequantise pair, or an op that takes one in, writes it). The
 //! input goes back to that grid's integers (shifted to 0..=255), four
 //! channels to a 32-bit word, a row at a time; the weights, symmetric INT8
@@ -16,10 +16,8 @@
 //! every product; the two land a grid step apart where a sum lies within
 //! those roundings of a tie.
 
-use super::fake_quant::Grid;
-use super::gemm_int8::{zero_shift, Dequantise};
-use super::int8_weights;
-use tract_onnx::prelude::Tensor;
+use crate::gemm_int8::{zero_shift, Dequantise};
+use crate::quant::Grid;
 
 /// The output channels a pass over a row's words serves.
 const BLOCK: usize = 8;
@@ -59,9 +57,8 @@ impl DotPointwise {
         if ci % 4 != 0 || co % BLOCK != 0 || co == 0 || bias.len() != co || weights.len() != ci * co {
             return None;
         }
-        let found = int8_weights::recovered(&Tensor::from_shape(&[co, ci, 1, 1], weights).ok()?)?;
-        let values = found.values.try_as_plain_ram().ok()?;
-        let values = values.as_slice::<i8>().ok()?;
+        let found = crate::int8::recover(weights, co)?;
+        let values = &found.values;
         let mut words = Vec::with_capacity(co * ci / 4);
         let mut outputs = Vec::with_capacity(co);
         for ((row, &scale), &b) in values.chunks_exact(ci).zip(&found.scale).zip(bias) {
@@ -94,7 +91,7 @@ impl DotPointwise {
         let padded = w.div_ceil(16) * 16;
         words.resize(self.ci / 4 * padded, 0);
         #[cfg(target_arch = "x86_64")]
-        if super::depthwise_int8::available() {
+        if crate::depthwise_int8::available() {
             // SAFETY: the CPU has AVX-512 VNNI (F, BW and VNNI; checked
             // just above); the rows lie inside `x` and `out` (asserted
             // above) and `words` holds `ci / 4` rows of `padded` words.
@@ -136,7 +133,7 @@ impl DotPointwise {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw")]
     unsafe fn words_avx512(&self, (x, plane, at): (&[f32], usize, usize), w: usize, words: &mut [i32]) {
-        use super::gemm_int8::integers_avx512;
+        use crate::gemm_int8::integers_avx512;
         use std::arch::x86_64::*;
         let padded = w.div_ceil(16) * 16;
         for (q, quad) in words.chunks_exact_mut(padded).enumerate() {

@@ -2,8 +2,8 @@
 //! steps, and its integer halves against its f32 ones.
 
 use super::super::max_pool::max_pool_2x2;
-use super::super::test_values as values;
 use super::*;
+use fusiond_kernels::test_values as values;
 use tract_linalg::multithread::{multithread_tract_scope, Executor};
 
 /// `flat` (9 values a channel) as one kernel a channel.

@@ -13,9 +13,9 @@
 
 use super::depthwise::{may_be_depthwise, Depthwise};
 use super::patch_conv::{integer_min_taps, PatchConv};
-use super::pointwise_kernel::{kernel_available, pointwise, Packed, Run, MAX_CI, MAX_CO_ANY_CI};
 use super::{int8_weights, is_relu};
 use super::{share_rows, StockParser};
+use fusiond_kernels::pointwise::{kernel_available, pointwise, Packed, Run, MAX_CI, MAX_CO_ANY_CI};
 use tract_onnx::model::ParsingContext;
 use tract_onnx::pb::NodeProto;
 use tract_onnx::tract_core::ops::cnn::KernelFormat;
@@ -194,6 +194,7 @@ impl EvalOp for PointwiseConv {
         ensure!(c == ci, "Conv 1×1: {c} input channels where the weights have {ci}");
         let hw = h * w;
         // SAFETY: every value is written below (`run` writes whole rows).
+        #[allow(unsafe_code)]
         let mut y = unsafe { Tensor::uninitialized::<f32>(&[n, co, h, w])? };
         if n * hw > 0 {
             let xs = x.try_as_plain_ram()?;
@@ -234,8 +235,8 @@ impl TypedOp for PointwiseConv {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_values as values;
     use super::*;
+    use fusiond_kernels::test_values as values;
     use tract_linalg::multithread::{multithread_tract_scope, Executor};
 
     /// The convolution as a plain triple loop.
@@ -292,8 +293,8 @@ mod tests {
     /// gives the pass after them, to the bit, with and without the ReLU.
     #[test]
     fn the_rounding_in_the_tiles_is_the_pass_after_them_to_the_bit() {
-        use super::super::fake_quant::{fake_quant_in_place, Grid};
-        use super::super::pointwise_kernel::{pointwise, Run, Tiles};
+        use fusiond_kernels::pointwise::{pointwise, Run, Tiles};
+        use fusiond_kernels::quant::{fake_quant_in_place, Grid};
         let grid = Grid { scale: 0.03, zero_point: 40.0, lo: 0.0, hi: 255.0 };
         for (ci, co, hw) in [(16, 16, 48 * 9 + 16 + 5), (3, 6, 53), (40, 9, 100)] {
             let (x, w, b) = (values(ci * hw, 1), values(co * ci, 2), values(co, 3));

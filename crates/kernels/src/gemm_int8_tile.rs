@@ -1,4 +1,4 @@
-//! The tiles of [`super::gemm_int8`]'s integer product: `quads` steps of
+//! The tiles of [`crate::gemm_int8`]'s integer product: `quads` steps of
 //! four taps, [`MR`] output channels by [`NR`] pixels, their 32-bit sums
 //! kept between calls. A VNNI tile (512- or 256-bit) is the one that
 //! runs; the plain one is the reference both are held to, to the bit.
@@ -31,7 +31,7 @@ pub(super) fn widest() -> Option<(Vnni, Tile)> {
 pub(super) fn kernels() -> Vec<(Vnni, Tile)> {
     #[cfg(target_arch = "x86_64")]
     {
-        use super::cpu::{has, Feature};
+        use crate::cpu::{has, Feature};
         let mut tiles: Vec<(Vnni, Tile)> = vec![];
         if has(Feature::Avx512Vnni) {
             tiles.push((Vnni::Bits512, vnni512_tile));

@@ -126,6 +126,7 @@ impl EvalOp for MaxPool2x2 {
         let x = args_1!(inputs);
         let &[n, c, h, w] = x.shape() else { bail!("MaxPool: a rank-4 NCHW input, not {:?}", x.shape()) };
         // SAFETY: `max_pool_2x2` writes every value.
+        #[allow(unsafe_code)]
         let mut out = unsafe { Tensor::uninitialized::<f32>(&[n, c, h / 2, w / 2])? };
         let input = x.try_as_plain_ram()?;
         max_pool_2x2(input.as_slice::<f32>()?, out.try_as_plain_ram_mut()?.as_slice_mut::<f32>()?, h, w);

@@ -1,5 +1,5 @@
-use super::super::test_values as values;
 use super::*;
+use fusiond_kernels::test_values as values;
 use tract_linalg::multithread::{multithread_tract_scope, Executor};
 
 /// The convolution as plain loops over every output and tap, in f64.
@@ -81,7 +81,7 @@ fn the_blocked_product_gives_every_output_whatever_the_stride_and_padding() {
     ];
     check(&cases, |w, b, co, taps| {
         let w = w.to_vec();
-        let packer = move || Panels::F32(gemm_kernel::pack(&w, co, taps));
+        let packer = move || Panels::F32(fusiond_kernels::gemm::pack(&w, co, taps));
         Kernel::Gemm(GemmWeights::deferred(Box::new(packer), b, co, taps))
     });
 }

@@ -15,9 +15,9 @@
 //! from zero, by FMA, and the bias is added last, as in tract's own
 //! product.
 
-use super::gemm_int8::{self, DotWeights};
-pub use super::gemm_tile::NR;
-use super::gemm_tile::{run_kernel, run_pair, wide_kernel_available, Operands, Step, MR};
+use crate::gemm_int8::{self, DotWeights};
+pub use crate::gemm_tile::NR;
+use crate::gemm_tile::{run_kernel, run_pair, wide_kernel_available, Operands, Step, MR};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -302,8 +302,8 @@ fn tile_pair(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_values as values;
     use super::*;
+    use crate::test_values as values;
 
     /// The outputs of `weights` by the `k` × `n` values `x`, through [`gemm`].
     fn product(weights: GemmWeights, x: &[f32], n: usize, relu: bool) -> Vec<f32> {

@@ -7,7 +7,7 @@
 //! loop. Both add the products
 //! in tract's order, so that the outputs are tract's own bit for bit.
 
-use super::gather::gather;
+use crate::gather::gather;
 
 /// The output rows `out` from the input rows `rows`: the row above the
 /// first output row, those at each output row, and the row below the last
@@ -23,7 +23,7 @@ pub fn depthwise_rows(rows: &[&[f32]], k: &[f32; 9], bias: f32, relu: bool, out:
     for (i, group) in out.chunks_mut(ROWS).enumerate() {
         let inputs = &rows[ROWS * i..ROWS * i + group.len() + 2];
         #[cfg(target_arch = "x86_64")]
-        if super::pointwise_kernel::kernel_available() && w >= 9 {
+        if crate::pointwise::kernel_available() && w >= 9 {
             // SAFETY: the CPU has AVX2, checked just above; every row holds
             // at least `w` ≥ 9 values and `inputs` two more rows than `group`.
             unsafe {
@@ -189,7 +189,7 @@ pub fn depthwise_rows_s2(
         }
         let lines = &*lines;
         #[cfg(target_arch = "x86_64")]
-        let done = if super::pointwise_kernel::kernel_available() {
+        let done = if crate::pointwise::kernel_available() {
             // SAFETY: the CPU has AVX2, checked just above; `lines` holds
             // 2R + 1 lines of 2 ow + 1 values and `group` R rows of ow.
             unsafe {

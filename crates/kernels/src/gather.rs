@@ -9,7 +9,7 @@ pub fn gather(dst: &mut [f32], src: &[f32], stride: usize) {
         return dst.copy_from_slice(&src[..dst.len()]);
     }
     #[cfg(target_arch = "x86_64")]
-    let done = if stride == 2 && super::cpu::has(super::cpu::Feature::Avx2) {
+    let done = if stride == 2 && crate::cpu::has(crate::cpu::Feature::Avx2) {
         // SAFETY: the CPU has AVX2, checked just above.
         unsafe { evens_avx2(dst, src) }
     } else {

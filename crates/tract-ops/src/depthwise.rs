@@ -1,6 +1,6 @@
 //! 3×3 depthwise convolutions, stride 1 or 2, padded by one, on NCHW f32
 //! with constant weights: YuNet's fifteen that follow a 1×1 of more than
-//! [`super::pointwise_kernel::MAX_CI`] input channels, SCRFD's first (16
+//! [`fusiond_kernels::pointwise::MAX_CI`] input channels, SCRFD's first (16
 //! channels at 320×320, 3.75 ms on tract's `DepthWiseConv`) and its two of
 //! stride 2 after such a 1×1 (its other two, the first of them 2.4 ms on
 //! tract for 7.4 MFLOP, go into [`super::pw_dw`]). The rows of each plane
@@ -12,9 +12,9 @@
 //!
 //! Wired where the pointwise kernel is (x86_64 with AVX2 and FMA).
 
-use super::depthwise_kernel::{depthwise_rows, depthwise_rows_s2};
-use super::fake_quant::{fake_quant_in_place, Grid};
 use super::{next_tail, share_rows, Tail};
+use fusiond_kernels::depthwise::{depthwise_rows, depthwise_rows_s2};
+use fusiond_kernels::quant::{fake_quant_in_place, Grid};
 use std::ops::Range;
 use std::sync::Arc;
 use tract_onnx::tract_core::{args_1, as_op, op_as_typed_op, op_out_of_plan};
@@ -139,6 +139,7 @@ impl EvalOp for Depthwise {
         ensure!(c == self.bias.len(), "Conv 3×3 depthwise: {c} channels where the weights have {}", self.bias.len());
         let (oh, ow) = (self.out_size(h), self.out_size(w));
         // SAFETY: every value is written below (`run` writes whole planes).
+        #[allow(unsafe_code)]
         let mut y = unsafe { Tensor::uninitialized::<f32>(&[n, c, oh, ow])? };
         if n * c * oh * ow > 0 {
             let xs = x.try_as_plain_ram()?;
@@ -176,8 +177,8 @@ impl TypedOp for Depthwise {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_values as values;
     use super::*;
+    use fusiond_kernels::test_values as values;
     use tract_linalg::multithread::{multithread_tract_scope, Executor};
 
     #[test]

@@ -7,11 +7,11 @@
 //! [`NR`]; a panel's pixels that lie in one output row are one strided run
 //! of an input row, copied (or, at stride 2, gathered) as a whole.
 
-use super::fake_quant::{fake_quant_in_place, Grid};
-use super::gather::gather;
-use super::gemm_kernel::{gemm, GemmWeights, NR};
 use super::geometry::Geometry;
 use super::share_rows;
+use fusiond_kernels::gather::gather;
+use fusiond_kernels::gemm::{gemm, GemmWeights, NR};
+use fusiond_kernels::quant::{fake_quant_in_place, Grid};
 use std::ops::Range;
 
 /// The fewest taps a convolution runs this way with: from about there,

@@ -4,7 +4,7 @@
 //! that grid's integers as it is packed, so each sum of products is exact
 //! in 32 bits. With AVX-512 VNNI one instruction multiplies and adds four
 //! taps of 16 pixels (64 products, four times an FMA's 16; with AVX-VNNI,
-//! of 8 pixels); the f32 product of [`super::gemm_kernel`] dequantises the
+//! of 8 pixels); the f32 product of [`crate::gemm`] dequantises the
 //! weights and runs in f32.
 //!
 //! An output is `scale[o] × s × (Σ w·u − z·Σ w) + bias[o]`, where `w` are
@@ -14,10 +14,10 @@
 //! is the exact sum of the dequantised products, rounded once, where the
 //! f32 product rounds at every tap.
 
-use super::fake_quant::Grid;
-pub use super::gemm_int8_tile::Vnni;
-use super::gemm_int8_tile::{widest, Tile, MR, NR};
-pub use super::gemm_tile::NR as PACK_NR;
+pub use crate::gemm_int8_tile::Vnni;
+use crate::gemm_int8_tile::{widest, Tile, MR, NR};
+pub use crate::gemm_tile::NR as PACK_NR;
+use crate::quant::Grid;
 use std::ops::Range;
 
 /// Taps per block (a multiple of 4).
@@ -152,12 +152,12 @@ pub(super) fn zero_shift(grid: Grid) -> i32 {
 fn to_integers(floats: &[f32], grid: Grid, at: (usize, usize), panel: &mut [u8]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if super::cpu::has(super::cpu::Feature::Avx512F) {
+        if crate::cpu::has(crate::cpu::Feature::Avx512F) {
             // SAFETY: the CPU has AVX-512 (checked just above); the sizes
             // are asserted inside.
             return unsafe { to_integers_avx512(floats, grid, at, panel) };
         }
-        if super::cpu::has(super::cpu::Feature::Avx2) {
+        if crate::cpu::has(crate::cpu::Feature::Avx2) {
             // SAFETY: the CPU has AVX2 (checked just above).
             return unsafe { to_integers_avx2(floats, grid, at, panel) };
         }
@@ -260,7 +260,7 @@ impl Dequantise {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
     #[inline]
-    pub fn apply_avx512(self, sums: std::arch::x86_64::__m512i) -> std::arch::x86_64::__m512 {
+    pub(crate) fn apply_avx512(self, sums: std::arch::x86_64::__m512i) -> std::arch::x86_64::__m512 {
         use std::arch::x86_64::*;
         let v = _mm512_cvtepi32_ps(_mm512_sub_epi32(sums, _mm512_set1_epi32(self.add)));
         _mm512_add_ps(_mm512_mul_ps(v, _mm512_set1_ps(self.m)), _mm512_set1_ps(self.bias))
@@ -288,8 +288,8 @@ fn finish(
 
 #[cfg(test)]
 mod tests {
-    use super::super::gemm_int8_tile::{kernels, plain_tile};
     use super::*;
+    use crate::gemm_int8_tile::{kernels, plain_tile};
 
     /// A u8 grid with zero point 7: integers -7..=248 times 1/16 (exact in
     /// f32, so that the rounding cases below are exact).
