@@ -53,9 +53,9 @@ for name, src, entries in (("arcface_fr", shared, builtin), ("inswapper_bench", 
 PY
 
 echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; ONNX Runtime $lib"
-echo "== 1. per model (fusiond-bench models)"
+echo "== 1. per model (fusiond-bench models), tract's rows also with the kernels capped at AVX2 (a mini-PC's N100 set)"
 "$bin" models --models "$shared/models" --models "$work/int8" --models "$work/swapper" --models "$work/ortfmt" \
-    --ort-library "$lib" --runs "$runs" --json "$work/models.json"
+    --ort-library "$lib" --runs "$runs" --cpu-tiers avx2 --json "$work/models.json"
 
 echo "== 2. full pipeline per 640x480 frame (fusiond-bench live part 1, then the reference)"
 frames=(--two "$shared/camera/two_people_pan/frame_001.jpg" --one "$shared/images/fr_obama.jpg"

@@ -104,6 +104,30 @@ def pin_problem(recipe):
     return None
 
 
+LIC_RE = re.compile(r'file://Cargo\.toml;beginline=(\d+);endline=(\d+);md5=([0-9a-f]{32})')
+
+
+def licence_line():
+    """Cargo.toml's `license = ...` line: its number and its md5 (with its newline)."""
+    lines = (root / "Cargo.toml").read_text().splitlines(keepends=True)
+    number = next(i for i, line in enumerate(lines, 1) if line.startswith("license = "))
+    return number, hashlib.md5(lines[number - 1].encode()).hexdigest()
+
+
+def licence_problem(text):
+    """Why LIC_FILES_CHKSUM would fail bitbake's licence check, or None."""
+    m = LIC_RE.search(text)
+    if not m:
+        return "LIC_FILES_CHKSUM names no Cargo.toml lines and md5"
+    begin, end, md5 = int(m.group(1)), int(m.group(2)), m.group(3)
+    lines = (root / "Cargo.toml").read_text().splitlines(keepends=True)
+    if hashlib.md5("".join(lines[begin - 1:end]).encode()).hexdigest() != md5:
+        number, _ = licence_line()
+        return (f"LIC_FILES_CHKSUM's md5 is not that of Cargo.toml lines {begin}-{end} "
+                f"(the license line is {number}); {FIX}")
+    return None
+
+
 def pin():
     dirty = git("status", "--porcelain", "--", *BUILD_INPUTS).stdout.strip()
     if dirty:
@@ -113,6 +137,8 @@ def pin():
     recipe = the_recipe()
     text = re.sub(r'^SRCREV = ".*"$', f'SRCREV = "{head}"', recipe.read_text(), flags=re.M)
     text = re.sub(r'^PV = ".*"$', f'PV = "{version}+git"', text, flags=re.M)
+    number, md5 = licence_line()
+    text = LIC_RE.sub(f"file://Cargo.toml;beginline={number};endline={number};md5={md5}", text)
     line = f"# fusiond-inputs: {inputs_hash('HEAD')}"
     if recorded_inputs(text):
         text = re.sub(r"^# fusiond-inputs: .*$", line, text, flags=re.M)
@@ -133,7 +159,7 @@ def main(argv):
             sys.exit(f"{rel} is stale: run yocto/update-crates.py")
         print(f"{rel}: {count} crates, up to date")
         recipe = Path(argv[argv.index("--recipe") + 1]) if "--recipe" in argv else the_recipe()
-        problem = pin_problem(recipe)
+        problem = pin_problem(recipe) or licence_problem(recipe.read_text())
         if problem:
             sys.exit(f"{recipe.name}: {problem}")
         print(f"{recipe.name}: SRCREV {srcrev_of(recipe.read_text(), recipe)[:12]} builds HEAD's "

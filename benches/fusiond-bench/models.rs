@@ -38,6 +38,12 @@ pub struct Args {
     /// Write the rows as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also run each tract row with fusiond's kernels capped at these
+    /// `FUSIOND_CPU` tiers (`avx2`: an Intel N100's set), beside the widest;
+    /// such a row's engine is `tract-<tier>` and its `x tract` is the
+    /// widest tier's median over its own.
+    #[arg(long, value_delimiter = ',')]
+    cpu_tiers: Vec<String>,
     #[command(flatten)]
     engine: EngineArgs,
     /// Internal: time one model in this process and print one JSON row.
@@ -134,9 +140,12 @@ fn child(args: &Args, name: &str) -> Result<Row> {
     })
 }
 
-fn spawn(args: &Args, name: &str, engine: EngineChoice, threads: usize) -> Result<Row> {
+fn spawn(args: &Args, name: &str, engine: EngineChoice, threads: usize, tier: Option<&str>) -> Result<Row> {
     let exe = std::env::current_exe().context("cannot find this executable to run the benchmark rows")?;
     let mut cmd = Command::new(exe);
+    if let Some(tier) = tier {
+        cmd.env("FUSIOND_CPU", tier);
+    }
     cmd.arg("models").arg("--child").arg(name).arg("--runs").arg(args.runs.to_string());
     cmd.arg("--heavy-runs").arg(args.heavy_runs.to_string());
     for d in &args.dirs {
@@ -153,13 +162,22 @@ fn spawn(args: &Args, name: &str, engine: EngineChoice, threads: usize) -> Resul
         bail!("{}", String::from_utf8_lossy(&out.stderr).trim());
     }
     let line = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(line.trim()).with_context(|| format!("unreadable row: {line}"))
+    let mut row: Row = serde_json::from_str(line.trim()).with_context(|| format!("unreadable row: {line}"))?;
+    if let Some(tier) = tier {
+        row.engine = format!("{}-{tier}", row.engine);
+    }
+    Ok(row)
 }
 
 fn check(args: &Args) -> Result<()> {
     flags::count("--runs", args.runs, 1, 100_000)?;
     flags::count("--heavy-runs", args.heavy_runs, 1, 100_000)?;
     flags::count("--compare-threads (how many)", args.compare_threads.len(), 1, 16)?;
+    for tier in &args.cpu_tiers {
+        if !matches!(tier.as_str(), "scalar" | "avx2" | "avx512" | "neon" | "dotprod") {
+            bail!("--cpu-tiers: {tier} is not scalar, avx2, avx512, neon or dotprod");
+        }
+    }
     for &t in &args.compare_threads {
         flags::count("--compare-threads", t, 1, fusiond::infer::MAX_THREADS)?;
     }
@@ -199,7 +217,7 @@ pub fn run(args: Args) -> Result<()> {
         library.display()
     );
     println!(
-        "  {:<18} {:<4} {:<5} {:>3} {:>8} {:>8} {:>9} {:>8} {:>7} {:>7} {:>8} {:>8} {:>7}",
+        "  {:<18} {:<4} {:<10} {:>3} {:>8} {:>8} {:>9} {:>8} {:>7} {:>7} {:>8} {:>8} {:>7}",
         "model",
         "prec",
         "eng",
@@ -231,19 +249,29 @@ pub fn run(args: Args) -> Result<()> {
                 if prec == "ortf" && engine != EngineChoice::Ort {
                     continue;
                 }
+                let tiers = match engine {
+                    EngineChoice::Tract => args.cpu_tiers.iter().map(|t| Some(t.as_str())).collect(),
+                    _ => vec![],
+                };
                 for &threads in &args.compare_threads {
-                    match spawn(&args, &variant, engine, threads) {
-                        Ok(row) => {
-                            rows.push((base.clone(), prec, row));
-                            print_row(&rows, rows.len() - 1);
+                    for tier in std::iter::once(None).chain(tiers.iter().copied()) {
+                        match spawn(&args, &variant, engine, threads, tier) {
+                            Ok(row) => {
+                                rows.push((base.clone(), prec, row));
+                                print_row(&rows, rows.len() - 1);
+                            }
+                            Err(e) => println!("  {variant:<18} {prec:<4} {engine:?} {threads}: FAILED: {e:#}"),
                         }
-                        Err(e) => println!("  {variant:<18} {prec:<4} {engine:?} {threads}: FAILED: {e:#}"),
                     }
                 }
             }
         }
     }
     println!("  x tract: tract's median / this row's (same model, precision, threads)");
+    if !args.cpu_tiers.is_empty() {
+        println!("  tract-<tier>: tract with fusiond's kernels capped at FUSIOND_CPU=<tier>; its x tract is the");
+        println!("    widest tier's median / this row's (under 1.00x: the capped tier is slower)");
+    }
     println!("  x int8:  the FP32 row's median / this INT8 row's (same engine, threads)");
     println!("  x 2thr:  the 1-thread row's median / this row's (same model, precision, engine)");
     println!("  rss MB: whole process after load and runs; +model: added by loading and running the model");
@@ -282,7 +310,7 @@ fn print_row(rows: &[(String, &'static str, Row)], i: usize) {
         _ => base.clone(),
     };
     println!(
-        "  {:<18} {:<4} {:<5} {:>3} {:>8.1} {:>8.1} {:>9.2} {:>8.2} {:>7.1} {:>7.1} {:>8} {:>8} {:>7}{}",
+        "  {:<18} {:<4} {:<10} {:>3} {:>8.1} {:>8.1} {:>9.2} {:>8.2} {:>7.1} {:>7.1} {:>8} {:>8} {:>7}{}",
         label,
         prec,
         r.engine,

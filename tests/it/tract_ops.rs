@@ -1,4 +1,4 @@
-//! fusiond's own tract ops (src/infer/tract_ops.rs) against tract's own
+//! fusiond's own tract ops (crates/tract-ops) against tract's own
 //! decompositions, on the real ArcFace and its INT8 twin.
 
 use crate::conv_graph::{self, Weights};

@@ -1,11 +1,12 @@
-//! A 3×3 depthwise convolution of one plane, some rows at a time, padded
-//! with zeros by one pixel on every side, stride 1, with its bias and an
-//! optional ReLU: the second half of [`super::pw_dw::PointwiseDepthwise`].
-//! With AVX2 (checked at run time, with FMA, as the pointwise half needs)
-//! it computes four output rows 8 pixels at a time, the edges too; rows
-//! narrower than 9 pixels, and every row elsewhere, go through a scalar
-//! loop. Both add the products
-//! in tract's order, so that the outputs are tract's own bit for bit.
+//! A 3×3 depthwise convolution of one plane, some rows at a time, padded with
+//! zeros by one pixel on every side, stride 1 ([`depthwise_rows`]) or 2
+//! ([`depthwise_rows_s2`]), with its bias and an optional ReLU: the kernel of
+//! crates/tract-ops' `depthwise::Depthwise` op and the second half of its
+//! `pw_dw::PointwiseDepthwise`. With AVX2 (checked at run time, with FMA, as
+//! the pointwise half needs) it computes four output rows 8 pixels at a time,
+//! the edges too; rows narrower than 9 pixels, and every row elsewhere, go
+//! through a scalar loop. Both add the products in tract's order, so that the
+//! outputs are tract's own bit for bit.
 
 use crate::gather::gather;
 
@@ -44,7 +45,7 @@ pub fn depthwise_rows(rows: &[&[f32]], k: &[f32; 9], bias: f32, relu: bool, out:
     }
 }
 
-/// Output rows computed together.
+/// Output rows computed together (tuning: crates/kernels/README.md).
 const ROWS: usize = 4;
 
 /// Output pixel `x` from its three input rows of `w` values, in

@@ -1,16 +1,15 @@
-//! The depthwise half of an INT8 [`super::pw_dw::PointwiseDepthwise`] at
-//! stride 1, as integers. Its input, the pointwise half's output that the
-//! quantise-dequantise pair between the halves puts on an 8-bit grid, goes
-//! back to that grid's integers (shifted to 0..=255) a row at a time; its
-//! weights, symmetric INT8 per channel, are found again in their f32 fold
-//! (`int8_weights::recovered`). For each pair of output rows the bytes of
-//! their four input rows at each column make one 32-bit word, and with
-//! AVX-512 VNNI three `vpdpbusd` give 16 outputs of a row, one per kernel
-//! column: the words left of, at and right of the outputs, by the column's
-//! taps (in bytes 0 to 2 for the first row, 1 to 3 for the second). The
-//! rounding to the grid after the block is done on them in registers. In
-//! f32 the same 16 outputs take 9 multiplies and 9 adds, twice over on 8
-//! lanes.
+//! The depthwise half of an INT8 fused block (crates/tract-ops'
+//! `pw_dw::PointwiseDepthwise`) at stride 1, as integers. Its input, the
+//! pointwise half's output that the quantise-dequantise pair between the halves
+//! puts on an 8-bit grid, goes back to that grid's integers (shifted to
+//! 0..=255) a row at a time; its weights, symmetric INT8 per channel, are found
+//! again in their f32 fold ([`crate::int8::recover`]). For each pair of output
+//! rows the bytes of their four input rows at each column make one 32-bit word,
+//! and with AVX-512 VNNI three `vpdpbusd` give 16 outputs of a row, one per
+//! kernel column: the words left of, at and right of the outputs, by the
+//! column's taps (in bytes 0 to 2 for the first row, 1 to 3 for the second).
+//! The rounding to the grid after the block is done on them in registers. In
+//! f32 the same 16 outputs take 9 multiplies and 9 adds, twice over on 8 lanes.
 //!
 //! An output is `scale × s × (Σ k·u − z·Σ k) + bias`
 //! ([`crate::gemm_int8::Dequantise`]): the exact sum of the dequantised

@@ -1,6 +1,6 @@
 //! Strided copies out of an input row: the patches of a strided
-//! convolution (`patch_conv`, `gemm_conv`) and the odd and even columns of
-//! the stride-2 depthwise kernel.
+//! convolution (crates/tract-ops' `patch_conv` and `gemm_conv`) and the odd
+//! and even columns of the stride-2 depthwise kernel ([`crate::depthwise`]).
 
 /// `dst[i] = src[i × stride]` for every `i` of `dst`, which `src` covers;
 /// with AVX2 (checked at run time), stride 2 takes 8 values from each 16.

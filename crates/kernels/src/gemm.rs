@@ -1,19 +1,20 @@
-//! The kernel of fusiond's big convolutions (`super::gemm_conv`): the
-//! product of the weights (`co` output channels × `k` taps, packed once when
-//! the model loads) by the input's patches (`k` taps × pixels, packed as it
-//! runs), blocked for the caches the way BLIS blocks a product. tract runs
-//! such a convolution (the inswapper-size swapper's 3×3 over 1024 channels,
-//! 9216 taps) as one product over all the taps: each 16-row panel of its
-//! weights (590 KB) is read from memory again for every 6 pixels.
+//! The kernel of fusiond's big convolutions (crates/tract-ops'
+//! `gemm_conv`): the product of the weights (`co` output channels × `k`
+//! taps, packed once, at their first use) by the input's patches (`k` taps
+//! × pixels, packed as it runs), blocked for the caches the way BLIS blocks
+//! a product. tract runs such a convolution (the inswapper-size swapper's
+//! 3×3 over 1024 channels, 9216 taps) as one product over all the taps:
+//! each 16-row panel of its weights (590 KB) is read from memory again for
+//! every 6 pixels.
 //!
 //! Here the taps go in blocks of [`KC`]: a panel of [`NR`] pixels of one
 //! tap block (16 KiB) stays in the L1 cache while the weights of [`MC`]
-//! output channels (96 KiB, in the L2 cache) run past it, [`MR`] at a time.
-//! A tile of 6 × 16 outputs is 12 AVX2 registers, fed per tap by two pixel
-//! loads and six broadcast weights; with AVX-512, two tiles side by side
-//! (6 × 32) are 12 registers of 16 lanes. Each sum runs over the taps in order
-//! from zero, by FMA, and the bias is added last, as in tract's own
-//! product.
+//! output channels (96 KiB, in the L2 cache) run past it, [`MR`] at a time
+//! (the block sizes' tuning: crates/kernels/README.md). A tile of 6 × 16
+//! outputs is 12 AVX2 registers, fed per tap by two pixel loads and six
+//! broadcast weights; with AVX-512, two tiles side by side (6 × 32) are 12
+//! registers of 16 lanes. Each sum runs over the taps in order from zero,
+//! by FMA, and the bias is added last, as in tract's own product.
 
 use crate::gemm_int8::{self, DotWeights};
 pub use crate::gemm_tile::NR;
@@ -21,18 +22,19 @@ use crate::gemm_tile::{run_kernel, run_pair, wide_kernel_available, Operands, St
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// Taps per block.
+/// Taps per block (tuning: crates/kernels/README.md).
 const KC: usize = 256;
-/// Output channels per block of weights.
+/// Output channels per block of weights (tuning: crates/kernels/README.md).
 const MC: usize = 96;
-/// Pixels whose patches are packed at once, one tap block of them (512 KiB).
+/// Pixels whose patches are packed at once, one tap block of them (512 KiB;
+/// tuning: crates/kernels/README.md).
 const NC: usize = 512;
 
 /// A convolution's weights for [`gemm`], packed when they are first used
 /// ([`pack`]), and the biases padded to whole panels of [`MR`]. Until then
 /// they are the model's own tensor, which packing lets go of: packed when
-/// the op was made, the swapper's weights were held twice while tract built
-/// its plan (its peak RSS 1.9× the file instead of 1.3×).
+/// the op was made, a big model's weights would be held twice while tract
+/// builds its plan (the swapper's peak memory: crates/kernels/README.md).
 #[derive(Clone)]
 pub struct GemmWeights {
     co: usize,
@@ -171,8 +173,9 @@ fn dequantise(q: &[i8], (scale, zero): (&[f32], &[f32]), out: &mut [f32]) {
 /// tap-major. With `relu`, negative outputs become 0.
 ///
 /// Between tap blocks, each tile's sums wait in a buffer of whole tiles,
-/// 384 contiguous bytes each: held in the output's rows (64 KiB apart on a
-/// 128×128 map), they shared the L1 cache's sets and took 10 % longer.
+/// 384 contiguous bytes each, not in the output's rows: rows a power of two
+/// apart (64 KiB on a 128×128 map) share the L1 cache's sets (the cost:
+/// crates/kernels/README.md).
 pub fn gemm<F>(w: &GemmWeights, n: usize, pack: F, out: &mut [&mut [f32]], relu: bool)
 where
     F: Fn(Range<usize>, usize, &mut [f32]),

@@ -20,9 +20,10 @@ pub use crate::gemm_tile::NR as PACK_NR;
 use crate::quant::Grid;
 use std::ops::Range;
 
-/// Taps per block (a multiple of 4).
+/// Taps per block (a multiple of 4; tuning: crates/kernels/README.md).
 const KC: usize = 256;
-/// Pixel panels packed at once, one tap block of them (64 KiB).
+/// Pixel panels packed at once, one tap block of them (64 KiB; tuning:
+/// crates/kernels/README.md).
 const CHUNK: usize = 8;
 
 /// The VNNI this CPU runs the integer product on, if any.
@@ -33,7 +34,7 @@ pub fn vnni() -> Option<Vnni> {
 /// The fewest output channels it runs with: packing the input costs the
 /// same for any number of them, and for a few (the swapper's last
 /// convolution, 3 channels over 6272 taps) it is most of the work, which
-/// f32 patches do cheaper.
+/// f32 patches do cheaper (tuning: crates/kernels/README.md).
 pub const MIN_CO: usize = 16;
 
 // A tile's pixels are whole f32 panels of the caller's packer.
@@ -91,7 +92,7 @@ pub fn fits(k: usize) -> bool {
 /// The outputs `out` (`co` rows of `n` pixels) of `w` by the patches that
 /// `pack(taps, first_pixel, panel)` writes in f32 ([`PACK_NR`] pixels a
 /// tap, zero past `n`), whose values lie on `w`'s input grid; with `relu`,
-/// negative outputs become 0. Runs on [`available`] CPUs only.
+/// negative outputs become 0. Runs only on CPUs with VNNI ([`vnni`]).
 pub fn gemm<F>(w: &DotWeights, n: usize, pack: F, out: &mut [&mut [f32]], relu: bool)
 where
     F: Fn(Range<usize>, usize, &mut [f32]),

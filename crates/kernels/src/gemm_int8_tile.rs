@@ -3,7 +3,8 @@
 //! kept between calls. A VNNI tile (512- or 256-bit) is the one that
 //! runs; the plain one is the reference both are held to, to the bit.
 
-/// Output channels per tile: one broadcast of four weights each.
+/// Output channels per tile: one broadcast of four weights each (tuning:
+/// crates/kernels/README.md).
 pub(super) const MR: usize = 8;
 /// Pixels per tile: two vectors of 16 lanes, four taps a lane.
 pub(super) const NR: usize = 32;

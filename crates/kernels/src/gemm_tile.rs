@@ -4,9 +4,10 @@
 //! order. Every output is one FMA chain over its taps from zero (or from the
 //! sums so far), then the bias, so each kernel gives the same bits.
 
-/// Output channels per tile, one broadcast weight each.
+/// Output channels per tile, one broadcast weight each (tuning:
+/// crates/kernels/README.md).
 pub(super) const MR: usize = 6;
-/// Pixels per tile: two AVX2 vectors.
+/// Pixels per tile: two AVX2 vectors (tuning: crates/kernels/README.md).
 pub const NR: usize = 16;
 
 /// What a call of the kernel does besides summing its taps.
@@ -59,7 +60,7 @@ pub(super) unsafe fn run_kernel(op: Operands, bias: &[f32], step: Step) {
     }
 }
 
-/// Whether the two-tile kernel has AVX-512 to run on ([`gemm`] tiles two
+/// Whether the two-tile kernel has AVX-512 to run on ([`crate::gemm`] tiles two
 /// pixel panels at once only then).
 pub(super) fn wide_kernel_available() -> bool {
     #[cfg(target_arch = "x86_64")]

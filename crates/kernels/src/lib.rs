@@ -10,7 +10,9 @@
 //! - The vector paths are x86_64's (AVX2, AVX-512, VNNI). On aarch64 and
 //!   armv7 the plain loops run, compiled for the target's baseline (NEON on
 //!   aarch64), wherever the ARM cost model chose them over tract's own op
-//!   (README.md).
+//!   (the repository's README.md); there are no ARM intrinsics kernels yet.
+//! - The block sizes and thresholds that came from measurements are listed,
+//!   with the CPU and date of each, in this crate's README.md.
 
 pub mod cpu;
 pub mod depthwise;

@@ -1,45 +1,43 @@
-//! The kernel of fusiond's 1×1 convolutions (`super::pointwise`, and the
-//! ops built on it): a 1×1 convolution of
-//! NCHW rows in tiles of [`TILE_CO`] output channels × 24 pixels, with AVX2
-//! and FMA where the CPU has them, tiles of 8 pixels for what is left of a
-//! run, and a scalar loop for the last few pixels (and everywhere, for the
-//! tests, where the CPU lacks those units). A tile is 12 AVX2 registers,
-//! fed per input channel by three pixel loads and four broadcast weights;
-//! with AVX-512, tiles of 48 pixels, three 16-lane vectors.
+//! The kernel of fusiond's 1×1 convolutions (crates/tract-ops' `pointwise`
+//! op, and the ops built on it): a 1×1 convolution of NCHW rows in tiles of
+//! [`TILE_CO`] output channels × 24 pixels, with AVX2 and FMA where the CPU
+//! has them, tiles of 8 pixels for what is left of a run, and a scalar loop
+//! for the last few pixels (and everywhere, for the tests, where the CPU
+//! lacks those units). A tile is 12 AVX2 registers, fed per input channel by
+//! three pixel loads and four broadcast weights; with AVX-512, tiles of 48
+//! pixels, three 16-lane vectors.
 
 use crate::quant::Grid;
 use std::ops::Range;
 use std::sync::Arc;
 
-/// Output channels per tile, one broadcast weight each.
+/// Output channels per tile, one broadcast weight each (tuning:
+/// crates/kernels/README.md).
 pub const TILE_CO: usize = 4;
 /// Pixels per tile: three AVX2 vectors.
 #[cfg(target_arch = "x86_64")]
 const TILE_PX: usize = 24;
 
-/// The most input and output channels fusiond gives this kernel. Up to 32
-/// input channels, tract spends as long packing the input as multiplying
-/// it: on YuNet's five such nodes this kernel takes 0.50–0.98× tract's time
-/// (`fusiond profile`, per node; 16 → 16 channels at 320×320: 2.53
-/// against 5.09 ms). Up to 64 it was as fast as tract's on the AMD EPYC
-/// (AVX2) and past that slower. With its AVX-512 tiles, SCRFD's 72 and 152
-/// channels at 80×80 and 40×40 take 0.59–0.81× tract's time for packing and
-/// product together, while 152 → 288 at 20×20 takes 1.5× (Intel Xeon,
-/// `fusiond profile scrfd_500m`, one thread): at small maps with many
-/// output channels tract's tuned product is the faster.
+/// The most input and output channels fusiond gives this kernel (both at
+/// once; [`MAX_CO_ANY_CI`] is the exception). With few input channels tract
+/// spends about as long packing the input into panels as multiplying it,
+/// and this kernel, which reads the rows where they lie, is the faster; with
+/// many channels on small maps tract's tuned product is the faster, so those
+/// convolutions stay tract's (tuning: crates/kernels/README.md).
 pub const MAX_CI: usize = 160;
 
 /// With this many output channels or fewer, fusiond gives this kernel any
 /// number of input channels: tract's packing of the whole input then
 /// outweighs its product of so few rows (SCRFD's lateral 1×1s, 72, 152 and
-/// 288 → 16 channels).
+/// 288 → 16 channels; tuning: crates/kernels/README.md).
 pub const MAX_CO_ANY_CI: usize = 16;
 
 /// Up to this many input channels a sum starts from the bias, past it the
 /// bias is added last, as tract's own product does there: the sums are
 /// then tract's own to the bit, which an INT8 graph's rounding after every
-/// node needs (with the bias first at 64 channels, the INT8 YuNet's outputs
-/// differed from tract's by 0.23 and the INT8 ArcFace's by 0.05).
+/// node needs (with the bias first at 64 channels, the INT8 YuNet's and
+/// ArcFace's outputs were no longer tract's; figures in
+/// crates/kernels/README.md).
 const BIAS_FIRST_UP_TO: usize = 32;
 
 /// A 1×1 convolution's weights for [`pointwise`]: in tiles of [`TILE_CO`]
@@ -199,9 +197,10 @@ pub fn pointwise(x: Run, tiles: Tiles, y: &mut [&mut [f32]]) {
 
 /// How a kernel covers a run: blocks of `px` pixels, `per_copy` of them
 /// copied at once out of the `ci` strided input planes into one contiguous
-/// buffer, which every tile then reads in order from the L1 cache (a third
-/// faster than reading the planes in place, measured on 16 to 288
-/// channels); then what is left in vectors of `lanes`, read in place.
+/// buffer, which every tile then reads in order from the L1 cache (faster
+/// than reading the strided planes in place; tuning:
+/// crates/kernels/README.md); then what is left in vectors of `lanes`, read
+/// in place.
 #[cfg(target_arch = "x86_64")]
 struct Cover {
     px: usize,
@@ -238,9 +237,9 @@ where
 }
 
 /// The most bytes of input [`runs`] copies at once: every output tile reads
-/// them all, so they stay in the L1 cache (32 KiB on the AMD EPYC, 48 on the
-/// Intel Xeon) beside the tile's weights. Copying 4 blocks of SCRFD's 72
-/// and 152 channels at once (54 and 114 KiB) read them from the L2 cache.
+/// them all, so they must stay in the L1 cache beside the tile's weights;
+/// sized for an L1 data cache of 32 KiB or more (tuning:
+/// crates/kernels/README.md).
 #[cfg(target_arch = "x86_64")]
 const COPY_BYTES: usize = 24 << 10;
 

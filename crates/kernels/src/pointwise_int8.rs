@@ -1,16 +1,16 @@
-//! The pointwise half of an INT8 [`super::pw_dw::PointwiseDepthwise`] as
-//! integers, where the depthwise half runs as integers too
-//! ([`crate::depthwise_int8`]) and the block's input lies on a grid (a
-//! quantise-dequantise pair, or an op that takes one in, writes it). The
-//! input goes back to that grid's integers (shifted to 0..=255), four
-//! channels to a 32-bit word, a row at a time; the weights, symmetric INT8
-//! per output channel, are found again in their f32 fold
-//! (`int8_weights::recovered`). With AVX-512 VNNI one `vpdpbusd` adds four
-//! channels' products for 16 pixels, where f32 takes four FMAs. Each exact
-//! sum is dequantised ([`Dequantise`]), clamped (with the ReLU between the
-//! halves, if any) and rounded to the grid between the halves, and its
-//! integer is written straight into the rows the depthwise half reads: the
-//! f32 output and its conversion are not made at all.
+//! The pointwise half of an INT8 fused block (crates/tract-ops'
+//! `pw_dw::PointwiseDepthwise`) as integers, where the depthwise half runs as
+//! integers too ([`crate::depthwise_int8`]) and the block's input lies on a
+//! grid (a quantise-dequantise pair, or an op that takes one in, writes it).
+//! The input goes back to that grid's integers (shifted to 0..=255), four
+//! channels to a 32-bit word, a row at a time; the weights, symmetric INT8 per
+//! output channel, are found again in their f32 fold
+//! ([`crate::int8::recover`]). With AVX-512 VNNI one `vpdpbusd` adds four
+//! channels' products for 16 pixels, where f32 takes four FMAs. Each exact sum
+//! is dequantised ([`Dequantise`]), clamped (with the ReLU between the halves,
+//! if any) and rounded to the grid between the halves, and its integer is
+//! written straight into the rows the depthwise half reads: the f32 output and
+//! its conversion are not made at all.
 //!
 //! An output is the exact sum rounded once, where the f32 half rounds at
 //! every product; the two land a grid step apart where a sum lies within
@@ -19,7 +19,8 @@
 use crate::gemm_int8::{zero_shift, Dequantise};
 use crate::quant::Grid;
 
-/// The output channels a pass over a row's words serves.
+/// The output channels a pass over a row's words serves (tuning:
+/// crates/kernels/README.md).
 const BLOCK: usize = 8;
 
 /// A 1×1 convolution's weights as integers, over an input on one grid,

@@ -1,14 +1,13 @@
 //! 3×3 depthwise convolutions, stride 1 or 2, padded by one, on NCHW f32
 //! with constant weights: YuNet's fifteen that follow a 1×1 of more than
 //! [`fusiond_kernels::pointwise::MAX_CI`] input channels, SCRFD's first (16
-//! channels at 320×320, 3.75 ms on tract's `DepthWiseConv`) and its two of
-//! stride 2 after such a 1×1 (its other two, the first of them 2.4 ms on
-//! tract for 7.4 MFLOP, go into [`super::pw_dw`]). The rows of each plane
-//! go through the kernels of `depthwise_kernel` (at stride 1, the fused
+//! channels at 320×320) and its two of stride 2 after such a 1×1 (its other
+//! two go into [`super::pw_dw`]). The rows of each plane go through the
+//! kernels of [`fusiond_kernels::depthwise`] (at stride 1, the fused
 //! blocks'), four output rows at a time, in tract's summing order, and rows
-//! are shared among tract's threads. It takes in the ReLU
-//! and the quantise-dequantise pair after it, and where a 1×1 convolution
-//! alone feeds it, [`super::pw_dw`] takes it into one block with that.
+//! are shared among tract's threads. It takes in the ReLU and the
+//! quantise-dequantise pair after it, and where a 1×1 convolution alone
+//! feeds it, [`super::pw_dw`] takes it into one block with that.
 //!
 //! Wired where the pointwise kernel is (x86_64 with AVX2 and FMA).
 

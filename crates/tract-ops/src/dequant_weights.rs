@@ -1,20 +1,19 @@
 //! Constant dequantisers in QDQ graphs: every weight and bias of an INT8 QDQ
 //! graph is an integer initializer read through a `DequantizeLinear`. tract
-//! runs QDQ convolutions in f32, so its import turns each into f32 constants
-//! by analysing a cast, a subtraction and a multiplication per weight: that
-//! analysis made an INT8 tier load 1.8–3.6× slower than its FP32 twin.
-//! [`fold`] computes those f32 weights straight into the protobuf instead,
-//! with tract's arithmetic, so tract imports the graph an FP32 export would
-//! give it.
+//! runs QDQ convolutions in f32, so its import turns each into f32 constants by
+//! analysing a cast, a subtraction and a multiplication per weight: that
+//! analysis made an INT8 tier load slower than its FP32 twin (figures:
+//! crates/tract-ops/README.md). [`fold`] computes those f32 weights straight
+//! into the protobuf instead, with tract's arithmetic, so tract imports the
+//! graph an FP32 export would give it.
 //!
 //! Only weights whose f32 form fits tract's own constant-folding budget
 //! (`CONST_FOLD_MEM_BUDGET`, 4 MiB) are computed: tract keeps bigger ones as
-//! integers and dequantises them as it runs, which holds a big INT8 model
-//! (the 139 MB INT8 swapper) in a quarter of the memory its f32 weights
-//! would take. Computing those too raised that model's peak from 489 to
-//! 777 MB for no gain in speed. Where such weights feed a convolution of
-//! many taps, fusiond's blocked product takes them as INT8
-//! (`int8_weights`).
+//! integers and dequantises them as it runs, which holds a big INT8 model (the
+//! 139 MB INT8 swapper) in a quarter of the memory its f32 weights would take;
+//! computing those too raised that model's peak memory for no gain in speed.
+//! Where such weights feed a convolution of many taps, fusiond's blocked
+//! product takes them as INT8 (`int8_weights`).
 
 use super::floats;
 use std::collections::{HashMap, HashSet};

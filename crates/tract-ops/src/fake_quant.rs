@@ -1,11 +1,12 @@
 //! Activation quantisation in QDQ graphs: each `QuantizeLinear` whose only
-//! consumers are `DequantizeLinear` nodes with the same scale and zero point
-//! is rounding to the 8-bit grid and back, all in f32 on tract (which runs
-//! QDQ convolutions in f32). tract does it in two passes over a u8 tensor,
-//! per element through a scalar rounding: 40–50 % of an INT8 ArcFace's time.
-//! `qdq_pairs::fuse_pairs` rewrites each such pair in the protobuf into one
-//! `FusiondFakeQuant` node, and [`FakeQuant`] does it in one pass, in place,
-//! with the same arithmetic as tract's two ops.
+//! consumers are `DequantizeLinear` nodes with the same scale and zero point is
+//! rounding to the 8-bit grid and back, all in f32 on tract (which runs QDQ
+//! convolutions in f32). tract does it in two passes over a u8 tensor, per
+//! element through a scalar rounding, a large share of an INT8 ArcFace's time
+//! (figures: crates/tract-ops/README.md). `qdq_pairs::fuse_pairs` rewrites each
+//! such pair in the protobuf into one `FusiondFakeQuant` node, and
+//! [`FakeQuant`] does it in one pass, in place, with the same arithmetic as
+//! tract's two ops.
 
 use fusiond_kernels::quant::{fake_quant_in_place, Grid};
 use tract_onnx::model::ParsingContext;

@@ -1,11 +1,12 @@
 //! Convolutions with many taps (input channels × kernel height × width),
 //! run as [`gemm`] over patches packed straight from the input (zeros where
 //! a tap falls in the padding, with no padded copy of the input): the
-//! inswapper-size swapper's 3×3 over 1024 channels took 98 % of its time
-//! on tract. Each thread takes a share of the output rows and
-//! packs, for each block of taps, the patches of its pixels in panels of
-//! [`NR`]; a panel's pixels that lie in one output row are one strided run
-//! of an input row, copied (or, at stride 2, gathered) as a whole.
+//! inswapper-size swapper's 3×3 convolutions over 1024 channels, where
+//! tract's one product over all the taps spends most of the swap. Each
+//! thread takes a share of the output rows and packs, for each block of
+//! taps, the patches of its pixels in panels of [`NR`]; a panel's pixels
+//! that lie in one output row are one strided run of an input row, copied
+//! (or, at stride 2, gathered) as a whole.
 
 use super::geometry::Geometry;
 use super::share_rows;
@@ -16,13 +17,9 @@ use std::ops::Range;
 
 /// The fewest taps a convolution runs this way with: from about there,
 /// tract's product reads each 16-channel panel of weights (256 KiB and
-/// more) from beyond the L2 cache for every 6 pixels. On the inswapper-size
-/// swapper (`fusiond profile inswapper_bench`, one thread, in turns with
-/// tract's own), its convolutions of 4608 taps took 0.91–0.96× tract's
-/// time and those of 9216 taps 0.70–0.87×, but those of 2304 taps
-/// 1.02–1.05×. With every convolution past 64 taps this way, SCRFD's and
-/// ArcFace's (72 to 576 taps) took 1.07× and 1.09× the time of tract's
-/// products, packing and padding.
+/// more) from beyond the L2 cache for every 6 pixels, and the blocked
+/// product is the faster; below it, tract's own product, packing and
+/// padding are as fast or faster (tuning: crates/tract-ops/README.md).
 pub const MIN_TAPS: usize = 4096;
 
 /// One batch item: `x` is `ci` input planes, `y` `co` output planes of

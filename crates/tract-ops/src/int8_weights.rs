@@ -4,8 +4,9 @@
 //! import only up to tract's folding budget (4 MiB); bigger ones (the
 //! inswapper-size swapper's, 9216 taps over 1024 channels) stay INT8 and tract
 //! dequantises them every run, into its own product. [`behind`] reads them
-//! back out of that chain, so the blocked product (`gemm_kernel`) can hold
-//! them as INT8 and dequantise a block at a time, with tract's arithmetic.
+//! back out of that chain, so the blocked product
+//! ([`fusiond_kernels::gemm`]) can hold them as INT8 and dequantise a block
+//! at a time, with tract's arithmetic.
 
 use std::sync::Arc;
 use tract_onnx::tract_core::ops::binary::{BinMiniOp, TypedBinOp};

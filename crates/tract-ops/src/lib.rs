@@ -11,21 +11,22 @@
 //! | MaxPool 2×2, stride 2 | `max_pool::MaxPool2x2`, two rows at a time | a generic patch walk per output value |
 //! | Conv 1×1 (pointwise) of up to 160 input and output channels, or up to 16 output channels (→ Relu), f32, x86_64 with AVX2 and FMA | `pointwise::PointwiseConv`, straight from NCHW rows | it copies the whole input into panels first |
 //! | Conv with at most 144 taps a patch (3 × 3 × 3: the detectors' first layer; 3 × 3 × 16: SCRFD's heads), → Relu | `patch_conv::PatchConv`, the patches of a few rows into the pointwise kernel | a direct loop over every tap |
-//! | Conv with at least 4096 taps a patch (the swapper's 3×3 over 512 and 1024 channels), or at least 512 and at most 64 output channels (SCRFD's merged heads), → Relu, f32 weights or INT8 ones that tract dequantises as it runs (`int8_weights`), x86_64 with AVX2 and FMA | `gemm_conv`, as `PatchConv`'s blocked product (`gemm_kernel`): patches packed a block of taps at a time, the weights once (INT8 ones kept INT8, dequantised a block at a time) | one product over all the taps: each panel of weights is read from beyond the L2 cache again for every 6 pixels; INT8 weights dequantised whole every run |
+//! | Conv with at least 4096 taps a patch (the swapper's 3×3 over 512 and 1024 channels), or at least 512 and at most 64 output channels (SCRFD's merged heads), → Relu, f32 weights or INT8 ones that tract dequantises as it runs (`int8_weights`), x86_64 with AVX2 and FMA | `gemm_conv`, as `PatchConv`'s blocked product (`fusiond_kernels::gemm`): patches packed a block of taps at a time, the weights once (INT8 ones kept INT8, dequantised a block at a time) | one product over all the taps: each panel of weights is read from beyond the L2 cache again for every 6 pixels; INT8 weights dequantised whole every run |
 //! | Conv 3×3 depthwise, stride 1 or 2 (→ Relu), f32, x86_64 with AVX2 and FMA | `depthwise::Depthwise`, four rows at a time | a generic loop over every tap |
-//! | Conv 1×1 (→ Relu) → Conv 3×3 depthwise, stride 1 or 2 (→ Relu) (→ MaxPool 2×2 after stride 1), with the INT8 pairs between | `pw_dw::PointwiseDepthwise`, a few rows at a time in the L2 cache; in INT8 at stride 1 with AVX-512 VNNI, both halves as integers (`pointwise_int8`, `depthwise_int8`) | each node writes its whole output to memory and the next reads it back; INT8 runs in f32 |
+//! | Conv 1×1 (→ Relu) → Conv 3×3 depthwise, stride 1 or 2 (→ Relu) (→ MaxPool 2×2 after stride 1), with the INT8 pairs between | `pw_dw::PointwiseDepthwise`, a few rows at a time in the L2 cache; in INT8 at stride 1 with AVX-512 VNNI, both halves as integers (`fusiond_kernels::pointwise_int8`, `fusiond_kernels::depthwise_int8`) | each node writes its whole output to memory and the next reads it back; INT8 runs in f32 |
 //! | QuantizeLinear → DequantizeLinear (INT8 QDQ activations) | `fake_quant::FakeQuant`, one pass in place; none where its input is already on its grid (`qdq_pairs::drop_repeats`) | two passes through a u8 tensor, a scalar rounding per value |
 //! | Resize, nearest, to constant `sizes` that repeat each pixel a whole number of times | tract's `NearestUpsample` ([`optimize`], `upsample`), rows copied | a generic resampling plan, axis by axis |
 //!
 //! The quantise-dequantise pairs are two ONNX nodes, so
-//! [`qdq_pairs::fuse_pairs`] first rewrites each into one node in the
-//! protobuf (see [`prepare`]), which also computes an INT8 graph's
-//! constant weights to f32 there (`dequant_weights`), since tract would
-//! analyse its way to the same constants several times slower. There too,
-//! convolutions that read one input with one geometry (the detectors'
-//! heads) become one and a Split ([`sibling_convs::merge`]), so that tract
-//! packs their input once.
-
+//! [`qdq_pairs::fuse_pairs`] first rewrites each into one node in the protobuf
+//! (see [`prepare`]), which also computes an INT8 graph's constant weights to
+//! f32 there (`dequant_weights`), since tract's own analysis reaches the same
+//! constants much more slowly. There too, convolutions that read one input with
+//! one geometry (the detectors' heads) become one and a Split
+//! ([`sibling_convs::merge`]), so that tract packs their input once.
+//!
+//! The thresholds in this table, and the measurements behind them, are in
+//! this crate's README.md.
 //!
 //! No `unsafe` here but five output tensors left uninitialised for an op
 //! that writes every value (each marked `#[allow(unsafe_code)]` with its

@@ -1,9 +1,8 @@
 //! MaxPool with a 2×2 kernel and stride 2, no padding: YuNet runs four, and
-//! tract's pooling walks a generic patch for every output value, about 17 %
-//! of YuNet's time on tract at 640 (10× ONNX Runtime's for the same nodes).
-//! `MaxPool2x2` takes the maximum of two input rows first, a pass that
-//! vectorises, then of each pair of columns. Where it alone reads a block
-//! of [`super::pw_dw`], that block takes it in.
+//! tract's pooling walks a generic patch for every output value (figures:
+//! crates/tract-ops/README.md). `MaxPool2x2` takes the maximum of two input
+//! rows first, a pass that vectorises, then of each pair of columns. Where it
+//! alone reads a block of [`super::pw_dw`], that block takes it in.
 
 use super::{share_rows, StockParser};
 use tract_onnx::model::ParsingContext;

@@ -1,10 +1,10 @@
-//! A convolution whose patch is small (input channels × kernel height ×
-//! width at most [`MAX_TAPS`]): the first layer of YuNet and SCRFD, 3 × 3 × 3
-//! taps with stride 2 over a 640×640 picture, 15 % of YuNet's time on
-//! tract, and SCRFD's 3×3 convolutions of 16 channels in its heads. `PatchConv` copies the patches of a few output rows into a buffer
-//! that stays in the L2 cache (one row of each tap, "im2col") and runs them
-//! through the pointwise kernel as that many input channels, then applies
-//! the ReLU after it, taken in by `declutter`. The taps are summed in
+//! A convolution whose patch is small (input channels × kernel height × width
+//! at most [`MAX_TAPS`]): the first layer of YuNet and SCRFD, 3 × 3 × 3 taps
+//! with stride 2 over a 640×640 picture, and SCRFD's 3×3 convolutions of 16
+//! channels in its heads. `PatchConv` copies the patches of a few output rows
+//! into a buffer that stays in the L2 cache (one row of each tap, "im2col") and
+//! runs them through the pointwise kernel as that many input channels, then
+//! applies the ReLU after it, taken in by `declutter`. The taps are summed in
 //! tract's own order (input channel, kernel row, kernel column, from the
 //! bias, by FMA), so the outputs are those of tract's vectorised loop.
 //!
@@ -29,7 +29,8 @@ use tract_onnx::tract_core::{args_1, as_op, op_as_typed_op, op_out_of_plan};
 use tract_onnx::tract_hir::internal::*;
 use tract_onnx::tract_hir::ops::cnn::Conv;
 
-/// The patches and outputs a thread keeps at once, in values: 256 KiB.
+/// The patches and outputs a thread keeps at once, in values: 256 KiB, to
+/// stay in the L2 cache (tuning: crates/tract-ops/README.md).
 const STRIP_VALUES: usize = 64 << 10;
 
 /// How the patches meet the weights.
@@ -60,18 +61,11 @@ impl Eq for PatchConv {}
 /// ([`gemm_int8`]) with on this CPU (fewer take the f32 ones); `None`
 /// without VNNI.
 ///
-/// With AVX-512 VNNI, 256. `fusiond profile`, one thread, against tract's
-/// f32 product: the inswapper-size swapper's 1152-tap convolution took 31
-/// against 85 ms, its 2304-tap ones 34 and 22 against 88 and 138; SCRFD's
-/// 288-tap 1×1s 0.24 against 0.49 ms, its merged 576-tap heads 2.3 against
-/// 3.4; ArcFace's 256-tap 1×1s 0.075 against 0.10.
-///
-/// With AVX-VNNI alone, [`gemm_conv::MIN_TAPS`]: the convolutions
-/// that take fusiond's blocked f32 product anyway. Timed on the Intel Xeon
-/// with its 512-bit tile set aside (against its f32 products on AVX-512),
-/// the INT8 swapper took 1596–1661 ms against the FP32 one's 2358–2362, but
-/// its 2304-tap decoder convolution 92 against 88 and SCRFD's merged heads
-/// 6.8 against 3.4.
+/// With AVX-512 VNNI, 256: from there the integer product beat tract's f32
+/// product on every shared model's convolutions it was tried on. With
+/// AVX-VNNI alone, [`gemm_conv::MIN_TAPS`]: the convolutions that take
+/// fusiond's blocked f32 product anyway, since the 256-bit tile lost to the
+/// f32 products on fewer taps (tuning: crates/tract-ops/README.md).
 pub fn integer_min_taps() -> Option<usize> {
     gemm_int8::vnni().map(|vnni| match vnni {
         Vnni::Bits512 => 256,
@@ -79,27 +73,21 @@ pub fn integer_min_taps() -> Option<usize> {
     })
 }
 
-/// The most taps a patch fusiond runs this way. SCRFD's 3×3 convolutions of
-/// 16 channels (144 taps) took 0.62–0.74× tract's time at 80×80 and 40×40
-/// (0.36 against 0.58 ms at 80×80) and 0.83–1.24× at 20×20; its 3×3 heads
-/// over 64 channels (576 taps) 0.98× at 80×80, 1.06× at 40×40 and 1.87× at
-/// 20×20 (`fusiond profile scrfd_500m`, one thread, each node's fastest of
-/// 3 rounds in turns, AVX-512; on the AMD EPYC's AVX2 the 576-tap heads
-/// took 12.7 against 9.3 ms at 80×80).
+/// The most taps a patch fusiond runs this way: up to it (SCRFD's 3×3
+/// convolutions of 16 channels) the patch kernel beats tract's convolution
+/// on the large maps; with more (its 576-tap heads) tract's product is as
+/// fast or faster (tuning: crates/tract-ops/README.md).
 const MAX_TAPS: usize = 144;
 
 /// The most output channels a convolution of [`FEW_CO_TAPS`] taps or more
 /// takes the blocked product with (below [`gemm_conv::MIN_TAPS`]): tract's
 /// product is slow on so few rows of weights. SCRFD's merged heads (576
-/// taps, 30 channels) at 80×80 took 1.37–1.42 against 1.67–1.68 ms, and the
-/// whole model 9.33–9.81 against 9.98–10.28 at two threads
-/// (`fusiond profile scrfd_500m`, 40–60 runs, in turns). ArcFace's plan
-/// takes none (tract's own product still runs all 22 of its convolutions)
-/// and ran as fast (7.72–7.90 against 7.80–7.82 ms at one thread,
-/// 6.10–6.16 against 6.13–6.14 at two).
+/// taps, 30 channels) take it, while ArcFace's plan takes none: tract's own
+/// product still runs all 22 of its convolutions (tuning:
+/// crates/tract-ops/README.md).
 const FEW_CO: usize = 64;
 
-/// See [`FEW_CO`].
+/// See [`FEW_CO`] (tuning: crates/tract-ops/README.md).
 const FEW_CO_TAPS: usize = 512;
 
 impl PatchConv {

@@ -1,11 +1,12 @@
 //! 1×1 convolutions ("pointwise") with few input channels (YuNet's and
-//! SCRFD's 16 to 64 channels, from 320×320 down) or few output channels
+//! SCRFD's 16 to 152 channels, from 320×320 down) or few output channels
 //! (SCRFD's lateral ones, to 16). tract runs each as a matrix product
 //! whose input it first copies into packed panels, a pass as long as the
 //! product itself on the large early maps; see [`MAX_CI`] for where
-//! tract's own is the faster. `PointwiseConv` reads the NCHW
-//! rows where they lie (`pointwise_kernel`). The Conv parser here also wires fusiond's other
-//! convolutions ([`PatchConv`], [`Depthwise`]) where they fit.
+//! tract's own is the faster. `PointwiseConv` reads the NCHW rows where they
+//! lie ([`fusiond_kernels::pointwise`]). The Conv parser here also wires
+//! fusiond's other convolutions ([`PatchConv`], [`Depthwise`]) where they
+//! fit.
 //!
 //! It is used only on x86_64 with AVX2 and FMA (checked when a model is
 //! loaded); elsewhere, the ARM boards among them, tract's own convolution

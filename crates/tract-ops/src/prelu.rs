@@ -1,9 +1,9 @@
 //! PRelu: ArcFace runs 33 of them, and tract turns each into a multiply, a
-//! comparison and a select, three passes and a boolean tensor, about 40 % of
-//! ArcFace's time on tract. `ChannelPrelu` does it in one pass, in place.
-//! In an INT8 graph each PRelu sits between two quantise-dequantise pairs
-//! ([`FakeQuant`]); `ChannelPrelu` takes them in, so the three are still
-//! one pass.
+//! comparison and a select, three passes and a boolean tensor, a large share of
+//! ArcFace's time on tract (figures: crates/tract-ops/README.md).
+//! `ChannelPrelu` does it in one pass, in place. In an INT8 graph each PRelu
+//! sits between two quantise-dequantise pairs ([`FakeQuant`]); `ChannelPrelu`
+//! takes them in, so the three are still one pass.
 
 use super::fake_quant::FakeQuant;
 use fusiond_kernels::prelu::prelu_in_place;

@@ -12,14 +12,15 @@
 //! fifth), it is taken in too: the block then writes a quarter of its
 //! output, and the pooling shares the block's threads.
 //!
-//! In an INT8 block at stride 1, on a CPU with AVX-512 VNNI, the depthwise
-//! half runs as integers ([`fusiond_kernels::depthwise_int8`]): the rows kept are
-//! then the pointwise output's integers on its grid. Where the block's
-//! input lies on a grid too, the pointwise half runs as integers as well
+//! In an INT8 block at stride 1, on a CPU with AVX-512 VNNI, the depthwise half
+//! runs as integers ([`fusiond_kernels::depthwise_int8`]): the rows kept are
+//! then the pointwise output's integers on its grid. Where the block's input
+//! lies on a grid too, the pointwise half runs as integers as well
 //! ([`fusiond_kernels::pointwise_int8`]) and writes those integers itself.
 //!
-//! [`fuse`] replaces the nodes from a [`super::pointwise::PointwiseConv`]'s `declutter`, so it
-//! applies wherever that kernel does (x86_64 with AVX2 and FMA).
+//! [`fuse`] replaces the nodes from a [`super::pointwise::PointwiseConv`]'s
+//! `declutter`, so it applies wherever that kernel does (x86_64 with AVX2
+//! and FMA).
 
 use super::depthwise::Depthwise;
 use super::fake_quant_grid;
@@ -37,7 +38,8 @@ use tract_onnx::tract_core::{args_1, as_op, op_as_typed_op, op_out_of_plan};
 use tract_onnx::tract_hir::internal::*;
 
 /// The pointwise output a thread keeps at once, in values: 256 KiB, half
-/// the L2 cache of the smallest x86_64 core fusiond was measured on.
+/// of an L2 cache of 512 KiB, the smallest it assumes (tuning:
+/// crates/tract-ops/README.md).
 const MID_VALUES: usize = 64 << 10;
 
 /// The patch that runs `node` (a [`super::pointwise::PointwiseConv`]), a

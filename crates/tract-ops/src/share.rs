@@ -4,13 +4,11 @@ use std::ops::Range;
 use tract_linalg::multithread::{current_tract_executor, Executor};
 
 /// The least work, in multiply-adds, worth a share of its own on another
-/// thread. Even with the pool's workers awake (`tract_pool::run`), handing
-/// a share over costs about 20 µs on the 2-core box measured: SCRFD's
-/// 288-channel depthwise nodes at 20×20 (1 million) took 0.085–0.093 ms
-/// shared against 0.064–0.071 whole (`fusiond profile`; with the workers
-/// asleep, nodes of 0.9–2.2 million took 1.2–2.1× as long shared, and one
-/// of 4 million 0.6×). The unit tests share any work, so that each op's
-/// shares are tested on small inputs.
+/// thread. Handing a share over costs time even with the pool's workers awake
+/// (the daemon's `tract_pool::run`), and nodes with less work than this ran
+/// slower shared than on one thread (tuning: crates/tract-ops/README.md). The
+/// unit tests share any work, so that each op's shares are tested on small
+/// inputs.
 #[cfg(not(test))]
 const MIN_SHARE_WORK: usize = 2 << 20;
 #[cfg(test)]

@@ -1,12 +1,12 @@
-//! Nearest-neighbour Resizes that repeat each pixel a whole number of
-//! times, driven by a constant `sizes` input: SCRFD's two upsamplings
-//! (16×40×40 → 80×80 and 16×20×20 → 40×40, their sizes read from the
-//! lateral maps' shapes). tract lowers such a Resize to its row-copying
-//! `NearestUpsample` only when `scales` drive it; with `sizes` its generic
-//! Resize resamples axis by axis through an index and weight plan, 1.3 ms
-//! for the first (ONNX Runtime: 0.03 ms). [`lower`] makes the same
-//! replacement for `sizes`, once decluttering has folded them to constants,
-//! under tract's own test that the plan is a pixel replication.
+//! Nearest-neighbour Resizes that repeat each pixel a whole number of times,
+//! driven by a constant `sizes` input: SCRFD's two upsamplings (16×40×40 →
+//! 80×80 and 16×20×20 → 40×40, their sizes read from the lateral maps' shapes).
+//! tract lowers such a Resize to its row-copying `NearestUpsample` only when
+//! `scales` drive it; with `sizes` its generic Resize resamples axis by axis
+//! through an index and weight plan, many times slower than a row copy
+//! (figures: crates/tract-ops/README.md). [`lower`] makes the same replacement
+//! for `sizes`, once decluttering has folded them to constants, under tract's
+//! own test that the plan is a pixel replication.
 
 use tract_onnx::tract_core::ops::nn::resize::{is_pixel_replication, Interpolator, NearestUpsample, Resize};
 use tract_onnx::tract_hir::internal::*;
