@@ -6,7 +6,7 @@ HOMEPAGE = "https://github.com/fusiond/fusiond"
 BUGTRACKER = "https://github.com/fusiond/fusiond/issues"
 SECTION = "multimedia"
 LICENSE = "Apache-2.0"
-LIC_FILES_CHKSUM = "file://Cargo.toml;beginline=7;endline=7;md5=2507bd5f0713f05419cd2f22fa06fe62"
+LIC_FILES_CHKSUM = "file://Cargo.toml;beginline=9;endline=9;md5=2507bd5f0713f05419cd2f22fa06fe62"
 CVE_PRODUCT = "fusiond"
 
 # bindgen (the v4l crate's V4L2 bindings) needs libclang; the systemd crate
@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: a738be248394707bc3d5645418851805c428148958f263e979d090d1b37624fa
-SRCREV = "a4a7f6083353b1ebed075da7572699c5cd180e14"
+# fusiond-inputs: 03a5a7c5dcdca56e8e8aee60f5ba904322671ddcd9daef9c8c76e0fb58ada530
+SRCREV = "142ef339daac75ee21873c4377f1bc43bdeb5f8a"
 
 S = "${WORKDIR}/git"
 
