@@ -73,15 +73,17 @@ gpu_check() {
     grep -q "^no GPU" "$work/gpu-check.log" || { echo "error: tests/gpu/check.sh did not say \"no GPU\" here" >&2; exit 1; }
 }
 # The x86 kernels' lower tiers, forced on this CPU (FUSIOND_CPU, read by
-# the one dispatch point crates/kernels/src/cpu.rs): the kernels' unit
-# tests against their plain loops, the tract ops' against tract's own ops,
+# the one dispatch point crates/kernels/src/cpu.rs): the workspace's unit
+# tests (the whole workspace, so that cargo resolves the features
+# `cargo test --workspace` built with and builds tract no second time): the
+# kernels' against their plain loops, the tract ops' against tract's own ops,
 # and the fused ops against tract's own on the real models; the log names
 # the tier each run used.
 kernel_tiers() {
     local tier
     for tier in avx2 scalar; do
-        FUSIOND_CPU=$tier cargo test -p fusiond-kernels -p fusiond-tract-ops --quiet -- --nocapture 2>&1 |
-            grep -E '^fusiond kernels|^test result|panicked|FAILED|^error'
+        FUSIOND_CPU=$tier cargo test --workspace --lib --quiet -- --nocapture 2>&1 |
+            grep -E '^fusiond kernels|^test result|FAILED|^error'
         FUSIOND_CPU=$tier cargo test --features ort --test it --quiet tract_ops:: 2>&1 |
             grep -E '^test result|panicked|FAILED|^error'
     done

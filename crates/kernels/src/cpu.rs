@@ -109,31 +109,40 @@ fn detected(_: Feature) -> bool {
     false
 }
 
-fn cap() -> &'static (Tier, Option<String>) {
-    static CAP: OnceLock<(Tier, Option<String>)> = OnceLock::new();
+/// The cap as `FUSIOND_CPU` set it: the tier and the value that set it
+/// (empty where none did), or what was wrong with the value.
+struct Cap {
+    tier: Tier,
+    value: String,
+    problem: Option<String>,
+}
+
+fn cap() -> &'static Cap {
+    static CAP: OnceLock<Cap> = OnceLock::new();
     CAP.get_or_init(|| {
-        let value = std::env::var("FUSIOND_CPU").unwrap_or_default();
+        let value = std::env::var("FUSIOND_CPU").unwrap_or_default().trim().to_string();
         match Tier::parse(&value) {
-            Some(tier) => (tier, None),
-            None => (
-                Tier::All,
-                Some(format!(
+            Some(tier) => Cap { tier, value, problem: None },
+            None => Cap {
+                tier: Tier::All,
+                problem: Some(format!(
                     "FUSIOND_CPU={value} is not scalar, avx2, avx512, neon or dotprod; \
                      the kernels use every feature the CPU has"
                 )),
-            ),
+                value: String::new(),
+            },
         }
     })
 }
 
 /// The cap, read once from `FUSIOND_CPU`.
 pub fn tier() -> Tier {
-    cap().0
+    cap().tier
 }
 
 /// What was wrong with `FUSIOND_CPU`, if anything, for the caller to log.
 pub fn override_problem() -> Option<&'static str> {
-    cap().1.as_deref()
+    cap().problem.as_deref()
 }
 
 /// Whether the kernels may use `feature`: the CPU has it and the cap allows it.
@@ -150,9 +159,9 @@ pub fn describe() -> String {
 
 fn describe_with(tier: Tier) -> String {
     let used: Vec<&str> = ALL.iter().filter(|(f, _)| tier.allows(*f) && detected(*f)).map(|(_, n)| *n).collect();
-    let cap = match std::env::var("FUSIOND_CPU") {
-        Ok(v) if !v.trim().is_empty() => format!(" (FUSIOND_CPU={})", v.trim()),
-        _ => String::new(),
+    let cap = match cap().value.as_str() {
+        "" => String::new(),
+        value => format!(" (FUSIOND_CPU={value})"),
     };
     if used.is_empty() {
         format!("scalar{cap}")
