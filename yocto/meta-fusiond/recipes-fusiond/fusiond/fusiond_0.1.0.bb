@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 03a5a7c5dcdca56e8e8aee60f5ba904322671ddcd9daef9c8c76e0fb58ada530
-SRCREV = "142ef339daac75ee21873c4377f1bc43bdeb5f8a"
+# fusiond-inputs: 97ab6f57ba29c83a94df491729f24e8f1e475225497e8b4942c7ca70c64efce2
+SRCREV = "6480feebb2ce0e8891bb412f06d21470faf026c6"
 
 S = "${WORKDIR}/git"
 
