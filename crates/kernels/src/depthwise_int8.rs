@@ -17,7 +17,7 @@
 //! tap, so where a sum lies within those roundings of a tie of the grid
 //! after the block, the two land a step apart.
 
-use crate::gemm_int8::{zero_shift, Dequantise, Vnni};
+use crate::gemm_int8::{zero_shift, Dequantise, Dot};
 use crate::quant::{Grid, MAGIC};
 
 /// A stride-1 3×3 depthwise convolution's kernels as integers, over an input
@@ -34,7 +34,7 @@ pub struct DotDepthwise {
 
 /// Whether this CPU runs [`DotDepthwise`]: with AVX-512 VNNI.
 pub fn available() -> bool {
-    crate::gemm_int8::vnni() == Some(Vnni::Bits512)
+    crate::gemm_int8::dot() == Some(Dot::Vnni512)
 }
 
 impl DotDepthwise {

@@ -14,7 +14,7 @@
 //! is the exact sum of the dequantised products, rounded once, where the
 //! f32 product rounds at every tap.
 
-pub use crate::gemm_int8_tile::Vnni;
+pub use crate::gemm_int8_tile::Dot;
 use crate::gemm_int8_tile::{widest, Tile, MR, NR};
 pub use crate::gemm_tile::NR as PACK_NR;
 use crate::quant::Grid;
@@ -26,9 +26,9 @@ const KC: usize = 256;
 /// crates/kernels/README.md).
 const CHUNK: usize = 8;
 
-/// The VNNI this CPU runs the integer product on, if any.
-pub fn vnni() -> Option<Vnni> {
-    widest().map(|(vnni, _)| vnni)
+/// The dot product this CPU runs the integer product on, if any.
+pub fn dot() -> Option<Dot> {
+    widest().map(|(dot, _)| dot)
 }
 
 /// The fewest output channels it runs with: packing the input costs the
@@ -92,12 +92,12 @@ pub fn fits(k: usize) -> bool {
 /// The outputs `out` (`co` rows of `n` pixels) of `w` by the patches that
 /// `pack(taps, first_pixel, panel)` writes in f32 ([`PACK_NR`] pixels a
 /// tap, zero past `n`), whose values lie on `w`'s input grid; with `relu`,
-/// negative outputs become 0. Runs only on CPUs with VNNI ([`vnni`]).
+/// negative outputs become 0. Runs only on CPUs with a dot product ([`dot`]).
 pub fn gemm<F>(w: &DotWeights, n: usize, pack: F, out: &mut [&mut [f32]], relu: bool)
 where
     F: Fn(Range<usize>, usize, &mut [f32]),
 {
-    let (_, tile) = widest().expect("gemm_int8 runs on CPUs with VNNI only");
+    let (_, tile) = widest().expect("gemm_int8 runs on CPUs with a dot product only");
     tiled(w, n, pack, out, relu, tile);
 }
 
@@ -162,6 +162,10 @@ fn to_integers(floats: &[f32], grid: Grid, at: (usize, usize), panel: &mut [u8])
             // SAFETY: the CPU has AVX2 (checked just above).
             return unsafe { to_integers_avx2(floats, grid, at, panel) };
         }
+    }
+    #[cfg(target_arch = "aarch64")]
+    if crate::cpu::has(crate::cpu::Feature::Neon) && crate::aarch64::to_integers(floats, grid, at, panel) {
+        return;
     }
     to_integers_loop(floats, grid, at, panel)
 }
@@ -346,9 +350,9 @@ mod tests {
     }
 
     #[test]
-    fn each_vnni_tile_gives_the_plain_tiles_outputs_to_the_bit_or_none_is_used() {
+    fn each_dot_tile_gives_the_plain_tiles_outputs_to_the_bit_or_none_is_used() {
         if widest().is_none() {
-            // Without VNNI the convolution keeps the f32 product: `gemm`
+            // Without a dot product the convolution keeps the f32 product: `gemm`
             // refuses to run rather than fall back to plain loops.
             let (w, scale, bias, _) = case(8, 16, 32);
             let packed = DotWeights::pack(&w, (8, 16), (&scale, &bias), GRID).unwrap();
@@ -357,17 +361,17 @@ mod tests {
                 let mut rows: Vec<&mut [f32]> = y.chunks_exact_mut(32).collect();
                 gemm(&packed, 32, |_, _, _| {}, &mut rows, false);
             });
-            assert!(refused.is_err(), "gemm_int8 ran on a CPU without VNNI");
+            assert!(refused.is_err(), "gemm_int8 ran on a CPU without a dot product");
             return;
         }
         for (co, k, n) in SHAPES {
             let (w, scale, bias, x) = case(co, k, n);
             let packed = DotWeights::pack(&w, (co, k), (&scale, &bias), GRID).unwrap();
             let plain = product(&packed, &x, n, true, plain_tile);
-            for (vnni, tile) in kernels() {
+            for (dot, tile) in kernels() {
                 let got = product(&packed, &x, n, true, tile);
                 let same = plain.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "{vnni:?}: co {co} k {k} n {n}");
+                assert!(same, "{dot:?}: co {co} k {k} n {n}");
             }
         }
     }

@@ -1,7 +1,8 @@
 //! The tiles of [`crate::gemm_int8`]'s integer product: `quads` steps of
 //! four taps, [`MR`] output channels by [`NR`] pixels, their 32-bit sums
-//! kept between calls. A VNNI tile (512- or 256-bit) is the one that
-//! runs; the plain one is the reference both are held to, to the bit.
+//! kept between calls. A vector tile (VNNI on x86_64, 512- or 256-bit;
+//! the dot product on aarch64, `crate::aarch64`) is the one that runs; the
+//! plain one is the reference each is held to, to the bit.
 
 /// Output channels per tile: one broadcast of four weights each (tuning:
 /// crates/kernels/README.md).
@@ -9,40 +10,51 @@ pub(super) const MR: usize = 8;
 /// Pixels per tile: two vectors of 16 lanes, four taps a lane.
 pub(super) const NR: usize = 32;
 
-/// The VNNI this CPU has for the integer product: on 512-bit vectors
-/// (AVX-512 VNNI: Xeons since Cascade Lake, Zen 4) or on 256-bit ones only
-/// (AVX-VNNI: Alder Lake and later, the N100 of many mini-PCs). Without
-/// either, INT8 convolutions take the f32 product.
+/// The 8-bit dot product this CPU has for the integer product: VNNI on
+/// 512-bit vectors (AVX-512 VNNI: Xeons since Cascade Lake, Zen 4) or on
+/// 256-bit ones only (AVX-VNNI: Alder Lake and later, the N100 of many
+/// mini-PCs), or aarch64's `sdot` (Armv8.2 DotProd: Cortex-A76 and A78,
+/// so the Pi 5, RK3588 and Jetson Orin; not the Pi 4's A72). Without one,
+/// INT8 convolutions take the f32 product.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-// Only x86_64 has either.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-pub enum Vnni {
-    Bits512,
-    Bits256,
+// Each architecture has only its own.
+#[allow(dead_code)]
+pub enum Dot {
+    Vnni512,
+    Vnni256,
+    NeonDot,
 }
 
-/// The widest VNNI of this CPU, with its tile (found once: each
+/// The widest dot product of this CPU, with its tile (found once: each
 /// convolution of a run asks).
-pub(super) fn widest() -> Option<(Vnni, Tile)> {
-    static WIDEST: std::sync::OnceLock<Option<(Vnni, Tile)>> = std::sync::OnceLock::new();
+pub(super) fn widest() -> Option<(Dot, Tile)> {
+    static WIDEST: std::sync::OnceLock<Option<(Dot, Tile)>> = std::sync::OnceLock::new();
     *WIDEST.get_or_init(|| kernels().into_iter().next())
 }
 
 /// Every vector tile this CPU runs, the widest first.
-pub(super) fn kernels() -> Vec<(Vnni, Tile)> {
+pub(super) fn kernels() -> Vec<(Dot, Tile)> {
     #[cfg(target_arch = "x86_64")]
     {
         use crate::cpu::{has, Feature};
-        let mut tiles: Vec<(Vnni, Tile)> = vec![];
+        let mut tiles: Vec<(Dot, Tile)> = vec![];
         if has(Feature::Avx512Vnni) {
-            tiles.push((Vnni::Bits512, vnni512_tile));
+            tiles.push((Dot::Vnni512, vnni512_tile));
         }
         if has(Feature::AvxVnni) {
-            tiles.push((Vnni::Bits256, vnni256_tile));
+            tiles.push((Dot::Vnni256, vnni256_tile));
         }
         tiles
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    {
+        use crate::cpu::{has, Feature};
+        match has(Feature::Dotprod) {
+            true => vec![(Dot::NeonDot, crate::aarch64::dot_tile as Tile)],
+            false => vec![],
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         vec![]
     }

@@ -7,13 +7,17 @@
 //! - Each kernel's vector code sits beside its plain loop, which is the
 //!   scalar reference its tests compare with (to the bit where the kernel
 //!   says so, otherwise within the tolerance it states).
-//! - The vector paths are x86_64's (AVX2, AVX-512, VNNI). On aarch64 and
-//!   armv7 the plain loops run, compiled for the target's baseline (NEON on
+//! - Per architecture: `x86_64` paths (AVX2, AVX-512, VNNI) sit beside
+//!   their plain loops; `aarch64/` holds the integer product's tile on the
+//!   Armv8.2 dot product (`sdot`) and its NEON packing. Elsewhere on ARM
+//!   the plain loops run, compiled for the target's baseline (NEON on
 //!   aarch64), wherever the ARM cost model chose them over tract's own op
-//!   (the repository's README.md); there are no ARM intrinsics kernels yet.
+//!   (the repository's README.md).
 //! - The block sizes and thresholds that came from measurements are listed,
 //!   with the CPU and date of each, in this crate's README.md.
 
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
 pub mod cpu;
 pub mod depthwise;
 pub mod depthwise_int8;

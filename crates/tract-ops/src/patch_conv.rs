@@ -21,7 +21,7 @@ use super::share_rows;
 use super::{next_tail, Tail};
 use fusiond_kernels::gather::gather;
 use fusiond_kernels::gemm::{GemmWeights, Panels};
-use fusiond_kernels::gemm_int8::{self, DotWeights, Vnni};
+use fusiond_kernels::gemm_int8::{self, Dot, DotWeights};
 use fusiond_kernels::pointwise::{pointwise, Packed, Run, Tiles};
 use fusiond_kernels::quant::Grid;
 use std::ops::Range;
@@ -59,19 +59,25 @@ impl Eq for PatchConv {}
 
 /// The fewest taps an INT8 convolution runs through the integer product
 /// ([`gemm_int8`]) with on this CPU (fewer take the f32 ones); `None`
-/// without VNNI.
+/// without an 8-bit dot product.
 ///
 /// With AVX-512 VNNI, 256: from there the integer product beat tract's f32
 /// product on every shared model's convolutions it was tried on. With
 /// AVX-VNNI alone, [`gemm_conv::MIN_TAPS`]: the convolutions that take
 /// fusiond's blocked f32 product anyway, since the 256-bit tile lost to the
-/// f32 products on fewer taps (tuning: crates/tract-ops/README.md).
+/// f32 products on fewer taps. On aarch64's dot product, [`NEON_DOT_MIN_TAPS`]
+/// (tuning: crates/tract-ops/README.md).
 pub fn integer_min_taps() -> Option<usize> {
-    gemm_int8::vnni().map(|vnni| match vnni {
-        Vnni::Bits512 => 256,
-        Vnni::Bits256 => gemm_conv::MIN_TAPS,
+    gemm_int8::dot().map(|dot| match dot {
+        Dot::Vnni512 => 256,
+        Dot::Vnni256 => gemm_conv::MIN_TAPS,
+        Dot::NeonDot => NEON_DOT_MIN_TAPS,
     })
 }
+
+/// See [`integer_min_taps`]: chosen by the ARM cost model on cortex-a76
+/// (tuning: crates/tract-ops/README.md).
+const NEON_DOT_MIN_TAPS: usize = 64;
 
 /// The most taps a patch fusiond runs this way: up to it (SCRFD's 3×3
 /// convolutions of 16 channels) the patch kernel beats tract's convolution
@@ -142,7 +148,9 @@ impl PatchConv {
         let enough = integer_min_taps().is_some_and(|m| taps >= m);
         let integer = symmetric && co >= gemm_int8::MIN_CO && enough && gemm_int8::fits(taps);
         let in_grid = in_grid.filter(|_| integer);
-        let blocked = in_grid.is_some() || taps >= gemm_conv::MIN_TAPS;
+        // Without fusiond's f32 kernels (ARM), only the integer product.
+        let f32_product = taps >= gemm_conv::MIN_TAPS && fusiond_kernels::pointwise::kernel_available();
+        let blocked = in_grid.is_some() || f32_product;
         if !blocked || w.values.try_as_plain_ram().ok()?.as_slice::<i8>().is_err() {
             return None;
         }

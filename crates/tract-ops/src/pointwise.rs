@@ -8,9 +8,12 @@
 //! fusiond's other convolutions ([`PatchConv`], [`Depthwise`]) where they
 //! fit.
 //!
-//! It is used only on x86_64 with AVX2 and FMA (checked when a model is
-//! loaded); elsewhere, the ARM boards among them, tract's own convolution
-//! runs, since a kernel without those units would not beat tract's assembly.
+//! Its f32 kernels are used only on x86_64 with AVX2 and FMA (checked when a
+//! model is loaded); elsewhere, the ARM boards among them, tract's own
+//! convolution runs, since a kernel without those units would not beat
+//! tract's assembly. The one exception is an INT8 convolution on a CPU with
+//! an 8-bit dot product (aarch64's, too): it takes the integer product
+//! ([`PatchConv::for_int8`]).
 
 use super::depthwise::{may_be_depthwise, Depthwise};
 use super::patch_conv::{integer_min_taps, PatchConv};
@@ -35,7 +38,11 @@ pub fn parse(ctx: &ParsingContext, node: &NodeProto) -> TractResult<(Box<dyn Inf
     let (op, extra) = STOCK.parse(ctx, node)?;
     let conv = op.as_op().downcast_ref::<Box<dyn Expansion>>().and_then(|e| e.as_any().downcast_ref::<Conv>());
     match conv {
-        Some(conv) if kernel_available() && plain(conv) && (conv.group.unwrap_or(1) == 1 || may_be_depthwise(conv)) => {
+        Some(conv)
+            if (kernel_available() || integer_min_taps().is_some())
+                && plain(conv)
+                && (conv.group.unwrap_or(1) == 1 || may_be_depthwise(conv)) =>
+        {
             Ok((expand(PointwiseExpansion(conv.clone())), extra))
         }
         _ => Ok((op, extra)),
@@ -105,13 +112,15 @@ impl Expansion for PointwiseExpansion {
     fn wire(&self, name: &str, model: &mut TypedModel, inputs: &[OutletId]) -> TractResult<TVec<OutletId>> {
         let bias = inputs.get(2).map(|b| model.outlet_fact(*b)).transpose()?;
         let (x, w) = (model.outlet_fact(inputs[0])?, model.outlet_fact(inputs[1])?);
+        let f32_kernels = kernel_available();
         if self.0.group.unwrap_or(1) != 1 {
-            return match Depthwise::for_facts(&self.0, x, w, bias) {
+            return match Depthwise::for_facts(&self.0, x, w, bias).filter(|_| f32_kernels) {
                 Some(op) => model.wire_node(name, op, &inputs[..1]),
                 None => self.0.wire(name, model, inputs),
             };
         }
-        let pointwise = may_be_pointwise(&self.0).then(|| PointwiseConv::for_facts(x, w, bias)).flatten();
+        let pointwise =
+            (f32_kernels && may_be_pointwise(&self.0)).then(|| PointwiseConv::for_facts(x, w, bias)).flatten();
         if let Some(op) = pointwise {
             return model.wire_node(name, op, &inputs[..1]);
         }
@@ -129,7 +138,7 @@ impl Expansion for PointwiseExpansion {
         };
         let patches = match int8.and_then(|q| PatchConv::for_int8(&self.0, (x, in_grid), q, bias)) {
             Some(op) => Some(op),
-            None if w.konst.is_some() => PatchConv::for_facts(&self.0, x, w, bias),
+            None if f32_kernels && w.konst.is_some() => PatchConv::for_facts(&self.0, x, w, bias),
             None => None,
         };
         match patches {
