@@ -144,7 +144,7 @@ pub fn run(mut args: Args) -> Result<()> {
         keep_alive: Duration::from_secs(15),
         credentials: None,
         tls: None,
-        max_incoming: 1 << 20,
+        caps: Arc::new(fusiond::mqtt::PayloadCaps::new(1 << 19)),
         reconnect_max: Duration::from_secs(1),
         client_queue: 16,
         ha_status: None,

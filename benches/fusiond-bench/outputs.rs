@@ -51,8 +51,15 @@ pub struct Outputs {
 
 impl Outputs {
     pub fn start(device: Option<PathBuf>) -> Result<Outputs> {
-        let state = Arc::new(HttpState::new(60.0, 1 << 20));
-        let options = Options { max_clients: 4, token: None, limits: Limits::new(1 << 20) };
+        let state = Arc::new(HttpState::new(60.0));
+        let options = Options {
+            max_clients: 4,
+            token: None,
+            limits: Limits::new(),
+            hostname: "bench".into(),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+        };
         let server = Server::start("127.0.0.1:0".parse()?, options, state.clone()).map_err(|e| anyhow!(e))?;
         let mut conn = TcpStream::connect(server.addr)?;
         conn.write_all(b"GET /stream.mjpeg HTTP/1.1\r\nHost: bench\r\n\r\n")?;

@@ -3,15 +3,18 @@
 //! the slow commands coalesce. At most one `reload` waits (a newer one adds
 //! nothing), and the newest `source` replaces a waiting one, which is
 //! refused as superseded. So a flood of slow commands cannot push the cheap
-//! ones out. Commands leave in the order they came. Refusals go back
+//! ones out. A payload over its feature's cap ([`PayloadCaps`]: 256 bytes,
+//! or `pipeline.max_source_bytes` for `source`) is refused as it is
+//! submitted, so what waits is bounded too: `capacity` small payloads and
+//! one source. Commands leave in the order they came. Refusals go back
 //! through the command's `reply` (HTTP) and to `on_refused` (the MQTT
 //! `error` topic); the inbox itself does no IO.
 
 use super::Incoming;
-use crate::mqtt::CommandError;
+use crate::mqtt::{CommandError, PayloadCaps};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 type OnRefused = Box<dyn Fn(&CommandError) + Send + Sync>;
@@ -29,22 +32,30 @@ pub struct Inbox {
     waiting: Mutex<Waiting>,
     ready: Condvar,
     capacity: usize,
+    caps: Arc<PayloadCaps>,
     on_refused: OnRefused,
     busy: AtomicU64,
     coalesced: AtomicU64,
 }
 
 impl Inbox {
-    /// Room for `capacity` cheap commands besides one reload and one source.
-    pub fn new(capacity: usize, on_refused: OnRefused) -> Inbox {
+    /// Room for `capacity` cheap commands besides one reload and one
+    /// source, each within `caps`.
+    pub fn new(capacity: usize, caps: Arc<PayloadCaps>, on_refused: OnRefused) -> Inbox {
         Inbox {
             waiting: Mutex::default(),
             ready: Condvar::new(),
             capacity,
+            caps,
             on_refused,
             busy: AtomicU64::new(0),
             coalesced: AtomicU64::new(0),
         }
+    }
+
+    /// The payload caps every submitted command is held to.
+    pub fn caps(&self) -> &Arc<PayloadCaps> {
+        &self.caps
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
@@ -73,6 +84,12 @@ impl Inbox {
     /// Takes `c` for the control loop (true), or refuses it at once
     /// (false; answered, never dropped silently).
     pub fn submit(&self, c: Incoming) -> bool {
+        let cap = self.caps.of(&c.feature);
+        if c.payload.len() > cap {
+            let what = if c.feature == "source" { " (pipeline.max_source_bytes)" } else { "" };
+            self.refuse(c, &format!("the payload is over this command's limit of {cap} bytes{what}"));
+            return false;
+        }
         let mut w = self.lock();
         let n = w.next;
         w.next += 1;

@@ -5,7 +5,10 @@ use std::sync::Arc;
 fn inbox(capacity: usize) -> (Inbox, Arc<Mutex<Vec<CommandError>>>) {
     let refused = Arc::new(Mutex::new(Vec::new()));
     let r = refused.clone();
-    (Inbox::new(capacity, Box::new(move |e| r.lock().unwrap().push(e.clone()))), refused)
+    (
+        Inbox::new(capacity, Arc::new(PayloadCaps::new(1 << 20)), Box::new(move |e| r.lock().unwrap().push(e.clone()))),
+        refused,
+    )
 }
 
 fn cmd(feature: &str, payload: &str) -> Incoming {

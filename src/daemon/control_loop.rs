@@ -15,7 +15,7 @@ use crate::control::{self, Control, Effect, Inbox, Incoming};
 use crate::face::{largest_identity, Embedding};
 use crate::http::HttpState;
 use crate::infer::Engines;
-use crate::mqtt::{CommandError, Event, Message, Outbox, SourceCommand, SourceState, Topics};
+use crate::mqtt::{CommandError, Event, Message, Outbox, PayloadCaps, SourceCommand, SourceState, Topics};
 use crate::procmem::{free_heap, release_free_heap};
 use crate::store::cache::Cache;
 use crate::store::{Store, TierModels};
@@ -47,6 +47,8 @@ pub struct ControlLoop<'a> {
     pub reported_providers: HashSet<String>,
     /// `/metrics` reads the newest stats here.
     pub http: Arc<HttpState>,
+    /// The payload limits MQTT, HTTP and the inbox share (a reload sets them).
+    pub caps: Arc<PayloadCaps>,
     /// The last refusal since the command being applied came in.
     pub refused: Option<CommandError>,
     /// When to hand freed heap back after slow commands.
@@ -263,6 +265,7 @@ impl ControlLoop<'_> {
             log::warn!("reload: these changes take effect at the next restart: {}", restart.join(", "));
         }
         self.control.set_limits(limits(&config));
+        self.caps.set_source(config.pipeline.max_source_bytes);
         self.mailbox.config(WorkerConfig::from_config(&config));
         self.stats_interval = Duration::from_secs(config.output.stats_interval_s);
         self.store = store;

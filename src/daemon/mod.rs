@@ -42,7 +42,7 @@ use crate::face::SelectorMode;
 use crate::http::wire::Limits;
 use crate::http::{Choices, HttpSettings, HttpState, Options, Server};
 use crate::infer::Engines;
-use crate::mqtt::{Event, Link, Message, Outbox, Stage};
+use crate::mqtt::{CommandError, Event, Link, Message, Outbox, Stage};
 use crate::store::cache::Cache;
 use crate::store::Store;
 use crate::vcam::Vcam;
@@ -102,8 +102,9 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
     let outbox = Arc::new(Outbox::new(settings.queue_messages));
     outbox.push(Message::retained(topics.available(), "starting"));
     let (errors, error_topics) = (outbox.clone(), topics.clone());
-    let inbox = Arc::new(Inbox::new(COMMAND_QUEUE, Box::new(move |e| errors.push(e.message(&error_topics)))));
-    let http = Arc::new(HttpState::new(config.http.stream_fps, config.pipeline.max_source_bytes));
+    let on_refused = Box::new(move |e: &CommandError| errors.push(e.message(&error_topics)));
+    let inbox = Arc::new(Inbox::new(COMMAND_QUEUE, settings.link.caps.clone(), on_refused));
+    let http = Arc::new(HttpState::new(config.http.stream_fps));
     http.set_commands(inbox.clone());
     http.set_choices(Choices {
         quality: config.tier.iter().map(|t| t.name.clone()).collect(),
@@ -154,7 +155,14 @@ fn start_http(settings: &HttpSettings, state: &Arc<HttpState>) -> Result<Option<
     }
     let addr = settings.addr().map_err(|e| anyhow!(e))?;
     let token = settings.token().map_err(|e| anyhow!("{e}; fusiond does not serve HTTP beyond loopback without it"))?;
-    let options = Options { max_clients: settings.max_clients, token, limits: Limits::new(state.max_body) };
+    let options = Options {
+        max_clients: settings.max_clients,
+        token,
+        limits: Limits::new(),
+        hostname: settings::hostname(),
+        allowed_hosts: settings.allowed_hosts.clone(),
+        allowed_origins: settings.allowed_origins.clone(),
+    };
     let started = Server::start(addr, options, state.clone());
     Ok(started.map_err(|e| log::error!("{e}; the daemon runs without HTTP")).ok())
 }
@@ -232,6 +240,7 @@ fn start<'a>(s: &Session<'a>, config: Config, latest: Arc<LatestFrame>) -> Resul
         active_source: None,
         reported_providers: Default::default(),
         http: s.http.clone(),
+        caps: s.inbox.caps().clone(),
         refused: None,
         trim: Default::default(),
         store,

@@ -8,7 +8,7 @@ use crate::capture::{FrameSource, SequenceSource, V4l2Source};
 use crate::config::{CameraConfig, Config, SourceKind};
 use crate::control;
 use crate::face::{MaskSettings, SelectorMode, SmoothSettings, StickySettings};
-use crate::mqtt::{discovery, ClientIdentity, CommandLimits, LinkSettings, Message, TlsSettings, Topics};
+use crate::mqtt::{discovery, ClientIdentity, CommandLimits, LinkSettings, Message, PayloadCaps, TlsSettings, Topics};
 use anyhow::{anyhow, Context, Result};
 use std::time::Duration;
 
@@ -164,7 +164,7 @@ pub fn limits(config: &Config) -> CommandLimits {
     }
 }
 
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().replace(['/', '+', '#'], "_"))
         .ok()
@@ -225,9 +225,7 @@ fn link_settings(config: &Config, device_id: &str) -> Result<LinkSettings> {
         keep_alive: Duration::from_secs(m.keep_alive_s),
         credentials,
         tls,
-        // Twice the image limit: an oversized source image still arrives and
-        // is refused with a reason, instead of cutting the connection.
-        max_incoming: config.pipeline.max_source_bytes.saturating_mul(2).saturating_add(64 * 1024),
+        caps: std::sync::Arc::new(PayloadCaps::new(config.pipeline.max_source_bytes)),
         reconnect_max: Duration::from_secs(m.reconnect_max_s),
         client_queue: 64,
         ha_status: m.discovery.then(|| discovery::status_topic(&m.discovery_prefix)),

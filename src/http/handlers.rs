@@ -1,8 +1,10 @@
-//! What each route answers. Reads need no token; a state-changing request
-//! (a command) needs the bearer token when `http.token_file` sets one.
+//! What each route answers, and who may ask ([`Access`]: the [`Guard`]'s
+//! Host, Origin and Content-Type checks, then the bearer token a command
+//! needs when `http.token_file` sets one), judged on the head alone.
 
-use super::wire::{Request, Response};
-use super::{route, CommandOutcome, HttpState, Route};
+use super::guard::Guard;
+use super::wire::{Refusal, Request, Response};
+use super::{CommandOutcome, HttpState, Route};
 use std::io::{self, Write};
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,14 +12,32 @@ use std::time::Duration;
 const BOUNDARY: &str = "fusiondframe";
 const PAGE: &str = include_str!("page.html");
 
-/// Who may change state.
+/// Who may read and who may change state.
 pub struct Access {
     token: Option<String>,
+    guard: Guard,
 }
 
 impl Access {
-    pub fn new(token: Option<String>) -> Access {
-        Access { token }
+    pub fn new(token: Option<String>, guard: Guard) -> Access {
+        Access { token, guard }
+    }
+
+    /// Whether `request` (its head) may go to `route`: the answer to give
+    /// instead when not. Commands pass the guard's origin and content-type
+    /// checks and then the token; every request passes the Host check.
+    pub fn admit(&self, request: &Request, route: Route) -> Result<(), Response> {
+        let refused = |r: Refusal| error(r.status, &r.reason);
+        self.guard.host(request).map_err(refused)?;
+        if !matches!(route, Route::Command(_)) {
+            return Ok(());
+        }
+        self.guard.command(request).map_err(refused)?;
+        if !self.allows(request.header("Authorization")) {
+            let reason = "this request changes state: send Authorization: Bearer <the token in http.token_file>";
+            return Err(error(401, reason).with("WWW-Authenticate", "Bearer realm=\"fusiond\""));
+        }
+        Ok(())
     }
 
     /// Whether `authorization` (the header's value) carries the token; any
@@ -48,9 +68,10 @@ pub fn error(status: u16, message: &str) -> Response {
     json(status, &serde_json::json!({ "error": message }))
 }
 
-pub fn handle(request: &Request, state: &Arc<HttpState>, access: &Access, conn: &mut impl Write) -> io::Result<()> {
+/// Answers `request` on `route`, once [`Access::admit`] let it through.
+pub fn handle(request: &Request, route: Route, state: &Arc<HttpState>, conn: &mut impl Write) -> io::Result<()> {
     let head_only = request.method == "HEAD";
-    let answer = match route(&request.method, &request.target) {
+    let answer = match route {
         Route::Page => Response::new(200, "text/html; charset=utf-8", PAGE.as_bytes().to_vec())
             .with("Cache-Control", "no-store")
             .with(
@@ -65,10 +86,6 @@ pub fn handle(request: &Request, state: &Arc<HttpState>, access: &Access, conn: 
         Route::Snapshot => snapshot(state),
         Route::Stream => return stream(state, conn),
         Route::State => json(200, &state.state()),
-        Route::Command(_) if !access.allows(request.header("Authorization")) => {
-            error(401, "this request changes state: send Authorization: Bearer <the token in http.token_file>")
-                .with("WWW-Authenticate", "Bearer realm=\"fusiond\"")
-        }
         Route::Command(feature) => command(request, feature, state),
         Route::MethodNotAllowed(allowed) => {
             let refusal = error(405, &format!("{} is not allowed here; use {allowed}", request.method));
@@ -121,8 +138,9 @@ mod tests {
 
     #[test]
     fn the_token_is_needed_whole_and_only_when_set() {
-        assert!(Access::new(None).allows(None));
-        let a = Access::new(Some("s3cret-token-0123456789".into()));
+        let guard = || Guard::new([127, 0, 0, 1].into(), "box", &[], &[]);
+        assert!(Access::new(None, guard()).allows(None));
+        let a = Access::new(Some("s3cret-token-0123456789".into()), guard());
         assert!(a.allows(Some("Bearer s3cret-token-0123456789")));
         for bad in [None, Some(""), Some("Bearer "), Some("Bearer s3cret"), Some("s3cret-token-0123456789")] {
             assert!(!a.allows(bad), "{bad:?}");

@@ -4,6 +4,7 @@
 //! The worker hands each JPEG it encodes to the [`FrameHub`]; the control
 //! loop hands every `stats` to [`HttpState`]. Nothing here blocks either.
 
+pub mod guard;
 mod handlers;
 pub mod hub;
 pub mod metrics;
@@ -32,8 +33,6 @@ pub struct HttpState {
     status: Mutex<Status>,
     /// The control loop's command inbox, shared with MQTT.
     commands: Mutex<Option<Arc<Inbox>>>,
-    /// Largest command body (`pipeline.max_source_bytes`: a source image).
-    pub max_body: usize,
 }
 
 #[derive(Default)]
@@ -90,18 +89,20 @@ pub struct Health {
 }
 
 impl HttpState {
-    pub fn new(stream_fps: f32, max_body: usize) -> HttpState {
+    pub fn new(stream_fps: f32) -> HttpState {
         let status = Status { available: "starting".into(), ..Status::default() };
-        HttpState {
-            hub: Arc::new(FrameHub::new(stream_fps)),
-            status: Mutex::new(status),
-            commands: Mutex::new(None),
-            max_body,
-        }
+        HttpState { hub: Arc::new(FrameHub::new(stream_fps)), status: Mutex::new(status), commands: Mutex::new(None) }
     }
 
     pub fn set_commands(&self, commands: Arc<Inbox>) {
         *self.commands.lock().unwrap_or_else(|p| p.into_inner()) = Some(commands);
+    }
+
+    /// The largest body a command for `feature` may carry: its payload cap
+    /// (the inbox's, which a reload moves).
+    pub fn max_body(&self, feature: &str) -> usize {
+        let commands = self.commands.lock().unwrap_or_else(|p| p.into_inner());
+        commands.as_ref().map_or(crate::mqtt::PayloadCaps::TEXT, |c| c.caps().of(feature))
     }
 
     pub fn set_choices(&self, choices: Choices) {
@@ -194,7 +195,7 @@ mod tests {
 
     #[test]
     fn healthy_only_online_with_nothing_wrong() {
-        let s = HttpState::new(10.0, 1024);
+        let s = HttpState::new(10.0);
         assert!(!s.health().0);
         assert_eq!(s.health().1.reason.as_deref(), Some("the daemon is starting"));
         s.set_available("online");

@@ -4,9 +4,10 @@
 //! as [`wire::Limits`] allow a request to take, or as long as a stream
 //! client keeps reading, so slow or idle clients free their slots.
 
+use super::guard::Guard;
 use super::handlers::{self, Access};
 use super::wire::{self, Limits, Response};
-use super::HttpState;
+use super::{route, HttpState, Route};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -37,6 +38,12 @@ pub struct Options {
     /// The bearer token state-changing requests need.
     pub token: Option<String>,
     pub limits: Limits,
+    /// The box's hostname, which `Host` may name (also with `.local`).
+    pub hostname: String,
+    /// Other names `Host` may give (`http.allowed_hosts`).
+    pub allowed_hosts: Vec<String>,
+    /// Other origins commands are taken from (`http.allowed_origins`).
+    pub allowed_origins: Vec<String>,
 }
 
 impl Server {
@@ -48,7 +55,10 @@ impl Server {
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared {
             state,
-            access: Access::new(options.token),
+            access: Access::new(
+                options.token,
+                Guard::new(addr.ip(), &options.hostname, &options.allowed_hosts, &options.allowed_origins),
+            ),
             limits: options.limits,
             max_clients: options.max_clients,
             active: AtomicUsize::new(0),
@@ -162,24 +172,50 @@ pub enum Answered {
 }
 
 /// Reads one request from `conn` within `limits` and answers it: the whole
-/// life of a connection but the socket's own handling.
+/// life of a connection but the socket's own handling. The head is judged
+/// ([`Access::admit`]) before any body is read, and only a command's body
+/// is read, up to its feature's payload cap.
 pub fn respond(conn: &mut impl wire::Conn, limits: &Limits, state: &Arc<HttpState>, access: &Access) -> Answered {
-    let request = match wire::read_request(conn, limits) {
-        Ok(r) => r,
-        Err(Some(refusal)) => {
-            let _ = conn.set_timeout(Duration::from_secs(5));
-            let answer: Response = handlers::error(refusal.status, &refusal.reason);
-            let _ = answer.write(conn, false);
-            return Answered::Refused;
-        }
-        Err(None) => return Answered::Gone,
+    let head = match wire::read_head(conn, limits) {
+        Ok(h) => h,
+        Err(refusal) => return refuse(conn, refusal),
+    };
+    let route = route(&head.request.method, &head.request.target);
+    if let Err(answer) = access.admit(&head.request, route) {
+        return answer_refusal(conn, &answer);
+    }
+    let unread = head.length > 0;
+    let request = match route {
+        Route::Command(feature) => match wire::read_body(conn, head, state.max_body(feature), limits) {
+            Ok(r) => r,
+            Err(refusal) => return refuse(conn, refusal),
+        },
+        _ => head.request,
     };
     // A client that stops reading (a stalled stream) is dropped after this.
     let _ = conn.set_timeout(Duration::from_secs(10));
-    if let Err(e) = handlers::handle(&request, state, access, conn) {
+    if let Err(e) = handlers::handle(&request, route, state, conn) {
         log::debug!("http: {} {}: {e}", request.method, request.target);
     }
-    Answered::Handled
+    match unread && !matches!(route, Route::Command(_)) {
+        // A body no route reads is left to `linger`.
+        true => Answered::Refused,
+        false => Answered::Handled,
+    }
+}
+
+/// Answers a request that could not be read (`None`: the client is gone).
+fn refuse(conn: &mut impl wire::Conn, refusal: Option<wire::Refusal>) -> Answered {
+    match refusal {
+        Some(r) => answer_refusal(conn, &handlers::error(r.status, &r.reason)),
+        None => Answered::Gone,
+    }
+}
+
+fn answer_refusal(conn: &mut impl wire::Conn, answer: &Response) -> Answered {
+    let _ = conn.set_timeout(Duration::from_secs(5));
+    let _ = answer.write(conn, false);
+    Answered::Refused
 }
 
 #[cfg(test)]

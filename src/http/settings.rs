@@ -21,6 +21,13 @@ pub struct HttpSettings {
     pub token_file: Option<String>,
     /// Allows a non-loopback `listen` without a token.
     pub allow_unauthenticated: bool,
+    /// Host names besides the listen address, loopback, `localhost` and
+    /// the box's hostname (also `<hostname>.local`) that requests may name
+    /// in `Host` (a reverse proxy's name, say); others get 421.
+    pub allowed_hosts: Vec<String>,
+    /// Origins besides the page's own that commands are taken from
+    /// (`http://homeassistant.local:8123`, say); others get 403.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for HttpSettings {
@@ -32,6 +39,8 @@ impl Default for HttpSettings {
             max_clients: 8,
             token_file: None,
             allow_unauthenticated: false,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -74,6 +83,12 @@ impl HttpSettings {
                  (LoadCredential=), listen on 127.0.0.1, or set http.allow_unauthenticated = true"
             ));
         }
+        if let Some(bad) = self.allowed_hosts.iter().find(|h| !plain_host(h)) {
+            return Err(format!("http.allowed_hosts: `{bad}` is not a host name or address (no scheme, no port)"));
+        }
+        if let Some(bad) = self.allowed_origins.iter().find(|o| !origin(o)) {
+            return Err(format!("http.allowed_origins: `{bad}` is not an origin like http://host:8123"));
+        }
         if self.token_file.as_deref() == Some("") {
             return Err("http.token_file may not be empty; leave it out for no token".into());
         }
@@ -82,6 +97,16 @@ impl HttpSettings {
         }
         Ok(())
     }
+}
+
+fn plain_host(h: &str) -> bool {
+    !h.is_empty() && h.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | ':'))
+}
+
+/// `http://` or `https://`, a host and an optional port, nothing after.
+fn origin(o: &str) -> bool {
+    let rest = o.strip_prefix("http://").or_else(|| o.strip_prefix("https://"));
+    rest.is_some_and(|r| !r.is_empty() && !r.contains('/') && r.chars().all(|c| c.is_ascii_graphic()))
 }
 
 #[cfg(test)]
@@ -103,5 +128,13 @@ mod tests {
         assert_eq!(HttpSettings { enabled: false, ..lan }.page_url("box"), None);
         let bad = HttpSettings { listen: "localhost".into(), ..HttpSettings::default() };
         assert!(bad.validate().unwrap_err().contains("not an address"));
+        let hosts = |h: &str| HttpSettings { allowed_hosts: vec![h.into()], ..HttpSettings::default() };
+        assert!(hosts("proxy.example").validate().is_ok());
+        assert!(hosts("http://proxy").validate().unwrap_err().contains("allowed_hosts"));
+        let origins = |o: &str| HttpSettings { allowed_origins: vec![o.into()], ..HttpSettings::default() };
+        assert!(origins("http://homeassistant.local:8123").validate().is_ok());
+        for bad in ["homeassistant.local", "http://ha/path", "http://"] {
+            assert!(origins(bad).validate().unwrap_err().contains("allowed_origins"), "{bad}");
+        }
     }
 }

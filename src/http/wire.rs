@@ -1,6 +1,8 @@
 //! HTTP/1.1 framing over one connection, with hard limits: the request
 //! head must arrive whole within `head_time` and `head_bytes`, a body only
-//! with `Content-Length` and at most `max_body` bytes within `body_time`.
+//! with `Content-Length`, at most the caller's limit, within `body_time`.
+//! The head is read first ([`read_head`]) so the caller can judge it before
+//! any body is read ([`read_body`]).
 //! Every answer closes the connection, so there is no keep-alive state for
 //! a client to hold open. `httparse` parses; this file only frames.
 
@@ -13,17 +15,17 @@ pub struct Limits {
     pub head_bytes: usize,
     pub head_time: Duration,
     pub body_time: Duration,
-    pub max_body: usize,
 }
 
 impl Limits {
-    pub fn new(max_body: usize) -> Limits {
-        Limits {
-            head_bytes: 8 * 1024,
-            head_time: Duration::from_secs(10),
-            body_time: Duration::from_secs(30),
-            max_body,
-        }
+    pub fn new() -> Limits {
+        Limits { head_bytes: 8 * 1024, head_time: Duration::from_secs(10), body_time: Duration::from_secs(30) }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::new()
     }
 }
 
@@ -56,13 +58,23 @@ fn refuse(status: u16, reason: impl Into<String>) -> Option<Refusal> {
     Some(Refusal { status, reason: reason.into() })
 }
 
-/// Reads one request from `conn`. `Err(None)`: the client closed or reset
-/// the connection before a whole head arrived.
-pub fn read_request(conn: &mut impl Conn, limits: &Limits) -> Result<Request, Option<Refusal>> {
+/// A request's head, read whole, and the bytes of its body that came with
+/// it; [`read_body`] reads the rest once the head has been judged.
+#[derive(Debug)]
+pub struct Head {
+    pub request: Request,
+    /// The body's length (`Content-Length`; 0 without one).
+    pub length: usize,
+    early: Vec<u8>,
+}
+
+/// Reads one request head from `conn`. `Err(None)`: the client closed or
+/// reset the connection before a whole head arrived.
+pub fn read_head(conn: &mut impl Conn, limits: &Limits) -> Result<Head, Option<Refusal>> {
     let deadline = Instant::now() + limits.head_time;
     let mut buf = vec![0u8; limits.head_bytes];
     let mut filled = 0;
-    let (head, mut request) = loop {
+    let (head, request) = loop {
         if filled == buf.len() {
             return Err(refuse(431, format!("the request head is over {} bytes", limits.head_bytes)));
         }
@@ -73,18 +85,45 @@ pub fn read_request(conn: &mut impl Conn, limits: &Limits) -> Result<Request, Op
         }
     };
     let length = body_length(&request)?;
-    if length > limits.max_body {
-        return Err(refuse(413, format!("a body is at most {} bytes", limits.max_body)));
+    let early = buf[head..filled.min(head.saturating_add(length))].to_vec();
+    Ok(Head { request, length, early })
+}
+
+/// Reads `head`'s body, at most `max_body` bytes (else 413, before any of
+/// it is read), within `limits.body_time`.
+pub fn read_body(
+    conn: &mut impl Conn,
+    head: Head,
+    max_body: usize,
+    limits: &Limits,
+) -> Result<Request, Option<Refusal>> {
+    let Head { mut request, length, early } = head;
+    if length > max_body {
+        return Err(refuse(413, format!("a body here is at most {max_body} bytes")));
     }
-    // What came with the head is the body's start; the rest is read below.
-    let mut have = (filled - head).min(length);
+    let mut have = early.len();
     request.body = vec![0; length];
-    request.body[..have].copy_from_slice(&buf[head..head + have]);
+    request.body[..have].copy_from_slice(&early);
     let deadline = Instant::now() + limits.body_time;
     while have < length {
         have += read_until(conn, &mut request.body[have..], deadline, "the body")?;
     }
     Ok(request)
+}
+
+/// Reads one whole request, its body up to `max_body` bytes.
+pub fn read_request(conn: &mut impl Conn, limits: &Limits, max_body: usize) -> Result<Request, Option<Refusal>> {
+    let head = read_head(conn, limits)?;
+    read_body(conn, head, max_body, limits)
+}
+
+#[cfg(test)]
+impl Request {
+    /// A request with `headers` and no body, as [`read_head`] would give.
+    pub fn new(method: &str, target: &str, headers: &[(&str, &str)]) -> Request {
+        let headers = headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+        Request { method: method.into(), target: target.into(), headers, body: Vec::new() }
+    }
 }
 
 /// The head's length and the request, or `None` while it is incomplete.
@@ -152,9 +191,12 @@ fn reason(status: u16) -> &'static str {
         401 => "Unauthorized",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        403 => "Forbidden",
         408 => "Request Timeout",
         411 => "Length Required",
         413 => "Content Too Large",
+        415 => "Unsupported Media Type",
+        421 => "Misdirected Request",
         431 => "Request Header Fields Too Large",
         503 => "Service Unavailable",
         _ => "Unknown",

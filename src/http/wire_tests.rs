@@ -57,7 +57,7 @@ impl Conn for Script {
 }
 
 fn limits() -> Limits {
-    Limits { max_body: 16, ..Limits::new(16) }
+    Limits::new()
 }
 
 fn status(r: Result<Request, Option<Refusal>>) -> Option<u16> {
@@ -67,7 +67,7 @@ fn status(r: Result<Request, Option<Refusal>>) -> Option<u16> {
 #[test]
 fn a_request_in_pieces_with_its_body() {
     let mut c = script(&[b"POST /api/blend?x HTTP/1.1\r\nHost: a\r\nconTent-length: 5\r\n", b"\r\n12", b"345"]);
-    let r = read_request(&mut c, &limits()).unwrap();
+    let r = read_request(&mut c, &limits(), 16).unwrap();
     assert_eq!((r.method.as_str(), r.target.as_str()), ("POST", "/api/blend?x"));
     assert_eq!(r.header("content-length"), Some("5"));
     assert_eq!(r.body, b"12345");
@@ -76,24 +76,24 @@ fn a_request_in_pieces_with_its_body() {
 #[test]
 fn oversized_heads_and_bodies_and_chunked_ones_are_refused_before_the_body_is_read() {
     let big = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(9000));
-    assert_eq!(status(read_request(&mut script(&[big.as_bytes()]), &limits())), Some(431));
+    assert_eq!(status(read_request(&mut script(&[big.as_bytes()]), &limits(), 16)), Some(431));
     let many: String = (0..40).map(|i| format!("X{i}: 1\r\n")).collect();
     let many = format!("GET / HTTP/1.1\r\n{many}\r\n");
-    assert_eq!(status(read_request(&mut script(&[many.as_bytes()]), &limits())), Some(431));
+    assert_eq!(status(read_request(&mut script(&[many.as_bytes()]), &limits(), 16)), Some(431));
     let long = b"POST /api/source HTTP/1.1\r\nContent-Length: 17\r\n\r\n";
-    assert_eq!(status(read_request(&mut script(&[long]), &limits())), Some(413));
+    assert_eq!(status(read_request(&mut script(&[long]), &limits(), 16)), Some(413));
     let chunked = b"POST /api/source HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
-    assert_eq!(status(read_request(&mut script(&[chunked]), &limits())), Some(411));
+    assert_eq!(status(read_request(&mut script(&[chunked]), &limits(), 16)), Some(411));
     let nan = b"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n";
-    assert_eq!(status(read_request(&mut script(&[nan]), &limits())), Some(400));
+    assert_eq!(status(read_request(&mut script(&[nan]), &limits(), 16)), Some(400));
 }
 
 #[test]
 fn garbage_is_a_bad_request_and_a_client_that_leaves_gets_nothing() {
-    assert_eq!(status(read_request(&mut script(&[b"\x16\x03\x01\x02\x00 hello\r\n\r\n"]), &limits())), Some(400));
+    assert_eq!(status(read_request(&mut script(&[b"\x16\x03\x01\x02\x00 hello\r\n\r\n"]), &limits(), 16)), Some(400));
     let mut gone = script(&[b"GET / HT"]);
     gone.closes = true;
-    assert_eq!(read_request(&mut gone, &limits()), Err(None));
+    assert_eq!(read_request(&mut gone, &limits(), 16), Err(None));
 }
 
 #[test]
@@ -103,13 +103,13 @@ fn a_slow_client_gets_408_when_the_head_deadline_passes_however_it_trickles() {
     let mut slow = script(&trickle);
     slow.pause = Duration::from_millis(10);
     let started = Instant::now();
-    assert_eq!(status(read_request(&mut slow, &limits)), Some(408));
+    assert_eq!(status(read_request(&mut slow, &limits, 16)), Some(408));
     assert!(started.elapsed() < Duration::from_millis(400), "refused at the deadline");
     let mut silent = script(&[b"GET / HTTP/1.1\r\n"]);
-    assert_eq!(status(read_request(&mut silent, &limits)), Some(408));
+    assert_eq!(status(read_request(&mut silent, &limits, 16)), Some(408));
     let body_time = Limits { body_time: Duration::from_millis(30), ..limits.clone() };
     let mut stalled = script(&[b"POST / HTTP/1.1\r\nContent-Length: 4\r\n\r\n12"]);
-    assert_eq!(status(read_request(&mut stalled, &body_time)), Some(408));
+    assert_eq!(status(read_request(&mut stalled, &body_time, 16)), Some(408));
 }
 
 #[test]

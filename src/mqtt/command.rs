@@ -96,7 +96,7 @@ impl Default for CommandLimits {
 }
 
 fn text<'p>(payload: &'p [u8], err: &dyn Fn(String) -> CommandError) -> Result<&'p str, CommandError> {
-    if payload.len() > 256 {
+    if payload.len() > super::PayloadCaps::TEXT {
         return Err(err(format!("a {}-byte payload is too long for this command", payload.len())));
     }
     std::str::from_utf8(payload).map(str::trim).map_err(|_| err("the payload is not UTF-8 text".into()))

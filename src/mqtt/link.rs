@@ -8,7 +8,7 @@
 
 use super::outbox::{Next, Outbox};
 use super::tls::{client_config, TlsSettings};
-use super::Topics;
+use super::{PayloadCaps, Topics};
 use bytes::Bytes;
 use rumqttc::{Client, Event, LastWill, MqttOptions, Packet, QoS, TlsConfiguration, Transport};
 use std::collections::BTreeMap;
@@ -16,6 +16,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// The largest packet published (frames and snapshots are JPEGs).
+const MAX_OUTGOING: usize = 64 * 1024 * 1024;
 
 /// Connection settings, resolved from the config.
 #[derive(Debug, Clone)]
@@ -27,8 +30,10 @@ pub struct LinkSettings {
     pub credentials: Option<(String, String)>,
     /// TLS (trust anchors, and a client certificate for mutual TLS).
     pub tls: Option<TlsSettings>,
-    /// Largest incoming packet (commands carry source images).
-    pub max_incoming: usize,
+    /// The payload limits; the largest incoming packet is
+    /// [`PayloadCaps::packet`] (commands carry source images), and a change
+    /// (a reload) reconnects with the new limit.
+    pub caps: Arc<PayloadCaps>,
     pub reconnect_max: Duration,
     /// Requests rumqttc itself may hold while disconnected.
     pub client_queue: usize,
@@ -62,7 +67,7 @@ impl Link {
         options
             .set_keep_alive(settings.keep_alive)
             .set_clean_session(true)
-            .set_max_packet_size(settings.max_incoming, 64 * 1024 * 1024)
+            .set_max_packet_size(settings.caps.packet(), MAX_OUTGOING)
             .set_last_will(LastWill::new(topics.available(), "offline", QoS::AtLeastOnce, true));
         if let Some((user, pass)) = &settings.credentials {
             options.set_credentials(user, pass);
@@ -91,6 +96,7 @@ impl Link {
             endpoint: format!("{}:{}", settings.host, settings.port),
             reconnect_max: settings.reconnect_max,
             tls: settings.tls.is_some(),
+            caps: settings.caps.clone(),
         };
         let connection = std::thread::Builder::new()
             .name("mqtt-connection".into())
@@ -127,13 +133,21 @@ struct Driver {
     reconnect_max: Duration,
     /// The session runs over TLS (its failures point at the TLS files).
     tls: bool,
+    caps: Arc<PayloadCaps>,
 }
 
 impl Driver {
     fn run(&self, connection: &mut rumqttc::Connection, on_command: impl Fn(&str, Bytes)) {
         let mut backoff = Duration::from_secs(1);
         let mut warned = false;
-        for event in connection.iter() {
+        let mut packet = self.caps.packet();
+        while let Ok(event) = connection.recv() {
+            if self.caps.packet() != packet {
+                packet = self.caps.packet();
+                log::info!("mqtt: the largest command packet is now {packet} bytes; reconnecting to apply it");
+                connection.eventloop.mqtt_options.set_max_packet_size(packet, MAX_OUTGOING);
+                connection.eventloop.clean();
+            }
             match event {
                 Ok(Event::Incoming(Packet::ConnAck(_))) => {
                     log::info!("mqtt: connected to {}", self.endpoint);

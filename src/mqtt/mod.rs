@@ -4,6 +4,7 @@
 //! ([`discovery`]). Nothing outside this module names rumqttc. fusiond
 //! embeds no broker: the box runs mosquitto.
 
+mod caps;
 pub mod command;
 pub mod discovery;
 pub mod link;
@@ -12,6 +13,7 @@ pub mod payload;
 mod tls;
 pub mod topics;
 
+pub use caps::PayloadCaps;
 pub use command::{parse, Command, CommandError, CommandLimits, SourceCommand};
 pub use link::{Link, LinkSettings};
 pub use outbox::{LinkCounters, Message, Outbox};

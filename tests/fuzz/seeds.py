@@ -46,11 +46,12 @@ def frame_seed(kind, w, h, stride, data):
 
 
 def http_seeds(photo):
-    auth = f"Authorization: Bearer {TOKEN}\r\n"
-    reqs = ["GET / HTTP/1.1\r\nHost: box\r\n\r\n", "GET /api/state HTTP/1.1\r\n\r\n", "HEAD /api/health HTTP/1.1\r\n\r\n",
+    auth = f"Host: 127.0.0.1:8080\r\nContent-Type: application/json\r\nAuthorization: Bearer {TOKEN}\r\n"
+    reqs = ["GET / HTTP/1.1\r\nHost: box\r\n\r\n", "GET /api/state HTTP/1.1\r\nHost: localhost\r\n\r\n", "HEAD /api/health HTTP/1.1\r\n\r\n",
             "GET /metrics HTTP/1.0\r\n\r\n", "GET /snapshot.jpg HTTP/1.1\r\n\r\n", "GET /stream.mjpeg HTTP/1.1\r\n\r\n",
             f"POST /api/blend HTTP/1.1\r\n{auth}Content-Length: 2\r\n\r\n80",
-            "POST /api/enabled HTTP/1.1\r\nContent-Length: 3\r\n\r\nOFF",
+            "POST /api/enabled HTTP/1.1\r\nHost: box\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\nOFF",
+            "POST /api/blend HTTP/1.1\r\nHost: evil.example\r\nOrigin: http://evil.example\r\nContent-Length: 2\r\n\r\n80",
             f"POST /api/mask_padding HTTP/1.1\r\n{auth}Content-Length: 8\r\n\r\n0,5,10,5",
             "DELETE /api/state HTTP/1.1\r\n\r\n", "GET /nope?x=1 HTTP/1.1\r\n\r\n",
             f"POST /api/reload HTTP/1.1\r\n{auth}Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"]

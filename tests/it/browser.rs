@@ -42,3 +42,46 @@ fn the_live_page_moves_and_its_switch_changes_the_state() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn a_page_from_another_origin_changes_nothing_and_reads_nothing() {
+    let python = std::env::var("FUSIOND_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "FUSIOND_PYTHON is not set: run the tests through tests/run.sh, whose setup makes the venv with selenium"
+        )
+    });
+    let _s = serial();
+    let broker = Mosquitto::start(free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = write_config(dir.path(), broker.port, "origin", &format!("\n[http]\nlisten = \"127.0.0.1:{port}\"\n"));
+    let w = Watcher::start(broker.port, "fusiond/origin");
+    let d = Daemon::spawn(&config);
+    online(&w);
+    let before = state(port);
+    let from = w.count();
+
+    let script = crate::util::repo("tests/browser/cross_origin.py");
+    let out = std::process::Command::new(&python).arg(script).arg(format!("http://127.0.0.1:{port}")).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the browser run failed:\n{stderr}\n{}", d.log());
+    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    println!("{seen:#}");
+    let cross = &seen["cross_origin"];
+    for read in ["read state", "read snapshot", "read snapshot pixels"] {
+        assert!(cross[read].as_str().is_some_and(|r| r.starts_with("failed")), "{read}: {cross}");
+    }
+    for feature in fusiond::mqtt::topics::FEATURES {
+        assert!(cross[format!("{feature} json")].as_str().is_some_and(|r| r.starts_with("failed")), "{cross}");
+    }
+    assert!(seen["rebound_page"].as_str().unwrap().contains("does not answer to"), "{seen}");
+    let after = state(port);
+    let mut changed = after["states"].clone();
+    changed["blend"] = before["states"]["blend"].clone();
+    assert_eq!(changed, before["states"], "only the own origin's blend may change");
+    let events: Vec<_> =
+        w.all()[from..].iter().filter(|m| m.topic.ends_with("/events")).map(|m| m.json()["event"].clone()).collect();
+    assert!(!events.iter().any(|e| e == "reloaded"), "a cross-origin reload got through: {events:?}");
+    assert_eq!(seen["own_origin"]["blend json"], 200, "the daemon's own page may command: {seen}");
+    assert_eq!(after["states"]["blend"], "41", "{after}");
+}

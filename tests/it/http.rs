@@ -13,13 +13,16 @@ pub fn get(port: u16, method: &str, path: &str) -> (u16, Vec<u8>) {
     send(port, method, path, b"")
 }
 
-/// One HTTP/1.0 request with `body`.
+/// The Content-Type a command carries here: one a web form cannot send.
+pub const OCTETS: &str = "Content-Type: application/octet-stream\r\n";
+
+/// One HTTP/1.0 request with `body` (a command's Content-Type).
 fn send(port: u16, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
-    request(port, method, path, "", body)
+    request(port, method, path, OCTETS, body)
 }
 
 /// One HTTP/1.0 request with extra header lines (each ending in CRLF).
-fn request(port: u16, method: &str, path: &str, headers: &str, body: &[u8]) -> (u16, Vec<u8>) {
+pub fn request(port: u16, method: &str, path: &str, headers: &str, body: &[u8]) -> (u16, Vec<u8>) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(*T)).unwrap();
     let head =
@@ -42,7 +45,7 @@ pub fn state(port: u16) -> serde_json::Value {
 }
 
 /// Waits for `/api/health` to answer 200.
-fn healthy(port: u16, d: &Daemon) {
+pub fn healthy(port: u16, d: &Daemon) {
     let deadline = Instant::now() + *T;
     let health = loop {
         let (code, body) = get(port, "GET", "/api/health");
@@ -177,12 +180,12 @@ fn a_token_guards_commands_the_bank_is_listed_and_a_decompression_bomb_changes_n
     assert_eq!(before["choices"]["quality"], serde_json::json!(["fast", "quality"]), "{before}");
 
     for auth in ["", "Authorization: Bearer not-the-token\r\n"] {
-        let (code, body) = request(port, "POST", "/api/enabled", auth, b"OFF");
+        let (code, body) = request(port, "POST", "/api/enabled", &format!("{OCTETS}{auth}"), b"OFF");
         assert_eq!(code, 401, "{auth}: {}", String::from_utf8_lossy(&body));
     }
     assert_eq!(state(port)["states"], before["states"], "a refused request changes nothing");
 
-    let bearer = format!("Authorization: Bearer {token}\r\n");
+    let bearer = format!("{OCTETS}Authorization: Bearer {token}\r\n");
     let bomb = decompression_bomb();
     assert!(bomb.len() < 300_000, "the bomb fits pipeline.max_source_bytes ({} bytes)", bomb.len());
     let (code, body) = request(port, "POST", "/api/source", &bearer, &bomb);

@@ -3,7 +3,7 @@
 //! never publishes the will.
 
 use crate::harness::{free_port, serial, Mosquitto, Watcher, T};
-use fusiond::mqtt::{Link, LinkSettings, Message, Outbox, Topics};
+use fusiond::mqtt::{Link, LinkSettings, Message, Outbox, PayloadCaps, Topics};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,7 @@ fn a_stop_behind_a_full_queue_disconnects_cleanly() {
         keep_alive: Duration::from_secs(30),
         credentials: None,
         tls: None,
-        max_incoming: 1 << 20,
+        caps: Arc::new(PayloadCaps::new(1 << 19)),
         reconnect_max: Duration::from_secs(2),
         client_queue: 8,
         ha_status: None,

@@ -16,6 +16,7 @@ mod engines;
 mod face_core;
 mod flood;
 mod harness;
+mod hostile;
 mod http;
 mod int8;
 mod link;

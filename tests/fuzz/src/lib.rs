@@ -8,12 +8,13 @@ use fusiond::config::Config;
 use fusiond::control::{refusal, Control, Inbox};
 use fusiond::daemon::bank::FaceBank;
 use fusiond::daemon::DaemonSettings;
+use fusiond::http::guard::Guard;
 use fusiond::http::wire::{Conn, Limits};
 use fusiond::http::{respond, Access, HttpState};
 use fusiond::manifest::Manifest;
 use fusiond::mqtt::command::decode_source_image;
 use fusiond::mqtt::topics::FEATURES;
-use fusiond::mqtt::{parse, CommandLimits, SourceCommand};
+use fusiond::mqtt::{parse, CommandLimits, PayloadCaps, SourceCommand};
 use fusiond::store::emap::parse_emap;
 use fusiond::vision::RgbImage;
 use std::io::{self, Read, Write};
@@ -151,8 +152,8 @@ fn http_state() -> &'static (Arc<HttpState>, Access) {
     static STATE: OnceLock<(Arc<HttpState>, Access)> = OnceLock::new();
     STATE.get_or_init(|| {
         let settings = daemon_settings();
-        let state = Arc::new(HttpState::new(5.0, 1 << 20));
-        let inbox = Arc::new(Inbox::new(64, Box::new(|_| {})));
+        let state = Arc::new(HttpState::new(5.0));
+        let inbox = Arc::new(Inbox::new(64, Arc::new(PayloadCaps::new(1 << 20)), Box::new(|_| {})));
         state.set_commands(inbox.clone());
         // Streams and snapshots answer at once: no frame will come.
         state.hub.close();
@@ -166,7 +167,8 @@ fn http_state() -> &'static (Arc<HttpState>, Access) {
                 }
             }
         });
-        (state, Access::new(Some("fuzz-token-0123456789".into())))
+        let guard = Guard::new([127, 0, 0, 1].into(), "fuzz", &[], &[]);
+        (state, Access::new(Some("fuzz-token-0123456789".into()), guard))
     })
 }
 
@@ -176,5 +178,5 @@ pub fn http(data: &[u8]) {
     let Some((&chunk, input)) = data.split_first() else { return };
     let (state, access) = http_state();
     let mut conn = Scripted { input, chunk: usize::from(chunk).max(1), written: Vec::new() };
-    let _ = respond(&mut conn, &Limits::new(state.max_body), state, access);
+    let _ = respond(&mut conn, &Limits::new(), state, access);
 }
