@@ -87,7 +87,8 @@ impl Inbox {
         let cap = self.caps.of(&c.feature);
         if c.payload.len() > cap {
             let what = if c.feature == "source" { " (pipeline.max_source_bytes)" } else { "" };
-            self.refuse(c, &format!("the payload is over this command's limit of {cap} bytes{what}"));
+            let reason = format!("the payload is {} bytes; the limit is {cap}{what}", c.payload.len());
+            self.refuse(c, &reason);
             return false;
         }
         let mut w = self.lock();

@@ -89,3 +89,18 @@ fn waiting_ends_at_the_timeout_or_when_a_command_comes() {
     assert_eq!(inbox.recv_timeout(Duration::from_secs(5)).map(|c| c.feature).as_deref(), Some("blend"));
     sender.join().unwrap();
 }
+
+#[test]
+fn payloads_over_their_features_cap_are_refused_at_submit_and_the_cap_follows_the_setting() {
+    let (inbox, refused) = inbox(64);
+    let long = "7".repeat(PayloadCaps::TEXT + 1);
+    assert!(!inbox.submit(cmd("blend", &long)));
+    assert!(inbox.submit(cmd("source", &long)), "a source may be larger");
+    inbox.caps().set_source(100);
+    assert!(!inbox.submit(cmd("source", &long)), "a reload lowered the source cap");
+    assert_eq!(drain(&inbox), [("source".into(), long.clone())]);
+    let refused = refused.lock().unwrap();
+    assert_eq!(refused.len(), 2);
+    assert!(refused[0].reason.contains("the limit is 256"), "{:?}", refused[0]);
+    assert!(refused[1].reason.contains("the limit is 100 (pipeline.max_source_bytes)"), "{:?}", refused[1]);
+}

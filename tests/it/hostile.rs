@@ -132,7 +132,7 @@ fn sixty_four_large_payloads_at_once_are_refused_with_bounded_memory_and_limits_
         w.send("source", vec![0u8; 1_500_000]);
         let seen = (0..20).any(|_| {
             std::thread::sleep(Duration::from_millis(100));
-            w.all()[sent..].iter().any(|m| m.topic.ends_with("/error") && m.text().contains("limit of 1000000"))
+            w.all()[sent..].iter().any(|m| m.topic.ends_with("/error") && m.text().contains("the limit is 1000000"))
         });
         if seen || Instant::now() > deadline {
             break seen;
