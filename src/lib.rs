@@ -36,6 +36,7 @@ pub mod face;
 pub mod http;
 pub mod infer;
 pub mod manifest;
+pub mod mark;
 pub mod mqtt;
 pub mod npy;
 pub mod procmem;

@@ -20,6 +20,7 @@ mod hostile;
 mod http;
 mod int8;
 mod link;
+mod mark;
 mod mtls;
 mod stability;
 mod store;
