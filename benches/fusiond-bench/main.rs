@@ -11,6 +11,7 @@ mod gpu_frames;
 mod gpu_models;
 mod jpeg;
 mod live;
+mod mark;
 mod models;
 mod outputs;
 mod stability;
@@ -42,6 +43,8 @@ enum Command {
     GpuModels(gpu_models::Args),
     /// A 640x480 frame with the swap on the given providers, one face and four: per stage and fps.
     GpuFrames(gpu_frames::Args),
+    /// The invisible mark's cost per frame beside the JPEG encode, at three sizes.
+    Mark(mark::Args),
     /// JPEG encoding: fusiond's libjpeg-turbo, the pure-Rust jpeg-encoder and OpenCV, in turns.
     Jpeg(jpeg::Args),
 }
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Stability(a) => stability::run(a),
         Command::Clock(a) => clock::run(a),
         Command::Jpeg(a) => jpeg::run(a),
+        Command::Mark(a) => mark::run(a),
         Command::GpuModels(a) => gpu_models::run(a),
         Command::GpuFrames(a) => gpu_frames::run(a),
     };

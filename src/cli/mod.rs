@@ -9,6 +9,7 @@ mod run;
 mod store;
 mod swap;
 mod tools;
+mod verify;
 mod warm;
 
 use crate::face::{Detector, Enhancer, MaskSettings, Recognizer, Swapper};
@@ -66,6 +67,9 @@ pub enum Command {
     /// process under a time limit, so TensorRT engines are built and cached
     /// before the daemon's first start.
     Warm(warm::WarmArgs),
+    /// Say whether images or videos carry fusiond's invisible mark, with its
+    /// box and hour. Exit status: 0 all marked, 1 some not, 2 an error.
+    Verify(verify::VerifyArgs),
     /// Run one model or one live frame N times and nothing else (counted
     /// under qemu by benches/arm-cost.sh).
     #[command(hide = true)]
@@ -313,5 +317,6 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::CheckConfig(a) => store::check_config(a).map(|()| 0),
         Command::Warm(a) => warm::warm(a).map(|()| 0),
         Command::Cost(a) => cost::cost(a).map(|()| 0),
+        Command::Verify(a) => verify::verify(a),
     }
 }

@@ -358,6 +358,8 @@ pub struct OutputConfig {
     pub stats_interval_s: u64,
     /// `[output.v4l2]`: the fused frames as a webcam.
     pub v4l2: VcamSettings,
+    /// `[output.watermark]`: the invisible mark on every output frame.
+    pub watermark: crate::mark::WatermarkSettings,
 }
 
 impl Default for OutputConfig {
@@ -369,6 +371,7 @@ impl Default for OutputConfig {
             jpeg_quality: 80,
             stats_interval_s: 10,
             v4l2: VcamSettings::default(),
+            watermark: Default::default(),
         }
     }
 }
@@ -382,6 +385,7 @@ impl OutputConfig {
         if !(rate_ok && (0.0..=self.max_frame_rate).contains(&self.frame_rate)) {
             return bad("output: need 0 < max_frame_rate <= 120 and 0 <= frame_rate <= max_frame_rate");
         }
+        self.watermark.validate()?;
         self.v4l2.validate()
     }
 }

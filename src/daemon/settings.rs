@@ -135,6 +135,9 @@ pub struct WorkerConfig {
     pub jpeg_quality: u8,
     /// Publishing frames at all (`output.frames`).
     pub frames: bool,
+    /// The box number the output frames are marked with
+    /// (`[output.watermark]`); `None` leaves them unmarked.
+    pub mark: Option<u16>,
 }
 
 impl WorkerConfig {
@@ -150,6 +153,10 @@ impl WorkerConfig {
             },
             jpeg_quality: config.output.jpeg_quality,
             frames: config.output.frames,
+            mark: config.output.watermark.enabled.then(|| {
+                let device = config.mqtt.device_id.clone().unwrap_or_else(hostname);
+                config.output.watermark.box_number(&device)
+            }),
         }
     }
 }

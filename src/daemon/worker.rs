@@ -11,6 +11,7 @@ use crate::capture::{Frame, LatestFrame};
 use crate::control::Settings;
 use crate::face::{FrameReport, LivePipeline, LiveSettings, MouthSettings, StageTimings};
 use crate::http::FrameHub;
+use crate::mark::Marker;
 use crate::mqtt::{Event, FaceOut, FacesMessage, Message, Outbox, Stage, TimingsOut, Topics};
 use crate::store::TierModels;
 use crate::vcam::Vcam;
@@ -48,6 +49,8 @@ struct State {
     frame_rate: f32,
     last_frame_sent: Option<Instant>,
     snapshot: bool,
+    /// Writes the mark when `config.mark` asks for one.
+    marker: Option<Marker>,
 }
 
 impl State {
@@ -72,6 +75,7 @@ impl State {
             config,
             last_frame_sent: None,
             snapshot: false,
+            marker: None,
         })
     }
 
@@ -135,6 +139,19 @@ impl State {
     }
 }
 
+/// Marks the frame every output gets (MQTT, HTTP, V4L2) when the config
+/// asks, with the box number and the current hour.
+fn mark(st: &mut State, image: &mut RgbImage) {
+    let Some(box_number) = st.config.mark else { return };
+    let now = std::time::SystemTime::now();
+    let marker = match &mut st.marker {
+        Some(m) if m.box_number() == box_number => m,
+        other => other.insert(Marker::new(box_number, now)),
+    };
+    marker.at(now);
+    marker.mark(image);
+}
+
 impl Worker<'_> {
     /// Runs until the latest-frame mailbox is closed and drained.
     pub fn run(&self, models: TierModels, config: WorkerConfig, settings: &Settings) -> Result<(), String> {
@@ -169,6 +186,7 @@ impl Worker<'_> {
             true => Some(st.live.process(&mut frame.image, start).map_err(|e| e.to_string())?),
             false => None,
         };
+        mark(st, &mut frame.image);
         let pipeline_done = Instant::now();
         if let Some(v) = self.vcam {
             v.offer(&frame.image);

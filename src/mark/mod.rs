@@ -94,6 +94,10 @@ impl Marker {
         Marker { box_number, payload, tile: pattern::tile(payload), rows: Vec::new(), width: 0 }
     }
 
+    pub fn box_number(&self) -> u16 {
+        self.box_number
+    }
+
     pub fn payload(&self) -> u32 {
         self.payload
     }

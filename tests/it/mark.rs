@@ -154,3 +154,57 @@ fn unmarked_photos_and_frames_are_not_called_marked() {
     println!("unmarked: {} pictures, {} called marked, highest z {top:.2}", pictures.len(), called.len());
     assert!(called.len() * 100 <= pictures.len(), "false positives: {called:?}");
 }
+
+/// `fusiond verify`'s exit status and its output.
+fn verify(files: &[&std::path::Path]) -> (i32, String) {
+    let out = crate::util::fusiond_command().arg("verify").args(files).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn a_running_daemons_snapshot_and_stream_verify_as_marked_and_a_box_id_must_fit() {
+    use crate::harness::{free_port, online, serial, write_config, Daemon, Mosquitto, Watcher};
+    let _s = serial();
+    let broker = Mosquitto::start(free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let extra = format!("\n[output.watermark]\nbox_id = 4242\n[http]\nlisten = \"127.0.0.1:{port}\"\n");
+    let config = write_config(dir.path(), broker.port, "marked", &extra);
+    let w = Watcher::start(broker.port, "fusiond/marked");
+    let d = Daemon::spawn(&config);
+    online(&w);
+    crate::http::healthy(port, &d);
+    let (code, jpeg) = crate::http::get(port, "GET", "/snapshot.jpg");
+    assert_eq!(code, 200);
+    let snapshot = dir.path().join("snapshot.jpg");
+    std::fs::write(&snapshot, jpeg).unwrap();
+    // The MJPEG stream re-encoded as H.264 at CRF 28, as an NVR would keep it.
+    let clip = dir.path().join("stream.mp4");
+    let out = Command::new("ffmpeg")
+        .args(["-v", "error", "-y", "-f", "mpjpeg", "-i", &format!("http://127.0.0.1:{port}/stream.mjpeg")])
+        .args(["-frames:v", "15", "-c:v", "libx264", "-crf", "28", "-pix_fmt", "yuv420p"])
+        .arg(&clip)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ffmpeg: {}", String::from_utf8_lossy(&out.stderr));
+    for marked in [&snapshot, &clip] {
+        let (status, text) = verify(&[marked]);
+        println!("{text}");
+        assert_eq!(status, 0, "{text}");
+        assert!(text.contains("marked: box 4242"), "{text}");
+    }
+    let plain = shared("images/fr_obama.jpg");
+    let (status, text) = verify(&[&plain]);
+    assert_eq!(status, 1, "{text}");
+    let junk = dir.path().join("junk.bin");
+    std::fs::write(&junk, b"not a picture").unwrap();
+    let (status, text) = verify(&[&snapshot, &junk]);
+    assert_eq!(status, 2, "{text}");
+    drop(d);
+
+    let bad = write_config(dir.path(), broker.port, "marked", "\n[output.watermark]\nbox_id = 70000\n");
+    let out = crate::util::fusiond_command().args(["check-config", "--config"]).arg(&bad).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("16 bits"), "{stderr}");
+}
