@@ -358,6 +358,9 @@ pub struct OutputConfig {
     pub stats_interval_s: u64,
     /// `[output.v4l2]`: the fused frames as a webcam.
     pub v4l2: VcamSettings,
+    /// Draw a visible "AI-GENERATED" badge in the bottom-right corner of
+    /// every output frame.
+    pub label: bool,
     /// `[output.watermark]`: the invisible mark on every output frame.
     pub watermark: crate::mark::WatermarkSettings,
 }
@@ -371,6 +374,7 @@ impl Default for OutputConfig {
             jpeg_quality: 80,
             stats_interval_s: 10,
             v4l2: VcamSettings::default(),
+            label: false,
             watermark: Default::default(),
         }
     }

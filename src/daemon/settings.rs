@@ -30,6 +30,8 @@ const RELOADABLE: &[&str] = &[
     "pipeline.max_source_bytes",
     "pipeline.max_source_pixels",
     "output.frames",
+    "output.label",
+    "output.watermark",
     "output.jpeg_quality",
     "output.max_frame_rate",
     "output.stats_interval_s",
@@ -138,6 +140,8 @@ pub struct WorkerConfig {
     /// The box number the output frames are marked with
     /// (`[output.watermark]`); `None` leaves them unmarked.
     pub mark: Option<u16>,
+    /// The visible badge (`output.label`).
+    pub label: bool,
 }
 
 impl WorkerConfig {
@@ -153,6 +157,7 @@ impl WorkerConfig {
             },
             jpeg_quality: config.output.jpeg_quality,
             frames: config.output.frames,
+            label: config.output.label,
             mark: config.output.watermark.enabled.then(|| {
                 let device = config.mqtt.device_id.clone().unwrap_or_else(hostname);
                 config.output.watermark.box_number(&device)

@@ -139,9 +139,13 @@ impl State {
     }
 }
 
-/// Marks the frame every output gets (MQTT, HTTP, V4L2) when the config
-/// asks, with the box number and the current hour.
+/// Labels and marks the frame every output gets (MQTT, HTTP, V4L2) as the
+/// config asks: the visible badge, then the invisible mark of the box
+/// number and the current hour.
 fn mark(st: &mut State, image: &mut RgbImage) {
+    if st.config.label {
+        crate::vision::draw_label(image);
+    }
     let Some(box_number) = st.config.mark else { return };
     let now = std::time::SystemTime::now();
     let marker = match &mut st.marker {

@@ -163,13 +163,13 @@ fn verify(files: &[&std::path::Path]) -> (i32, String) {
 }
 
 #[test]
-fn a_running_daemons_snapshot_and_stream_verify_as_marked_and_a_box_id_must_fit() {
+fn a_running_daemons_labelled_snapshot_and_stream_verify_as_marked_and_a_box_id_must_fit() {
     use crate::harness::{free_port, online, serial, write_config, Daemon, Mosquitto, Watcher};
     let _s = serial();
     let broker = Mosquitto::start(free_port());
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let extra = format!("\n[output.watermark]\nbox_id = 4242\n[http]\nlisten = \"127.0.0.1:{port}\"\n");
+    let extra = format!("\nlabel = true\n[output.watermark]\nbox_id = 4242\n[http]\nlisten = \"127.0.0.1:{port}\"\n");
     let config = write_config(dir.path(), broker.port, "marked", &extra);
     let w = Watcher::start(broker.port, "fusiond/marked");
     let d = Daemon::spawn(&config);
@@ -178,7 +178,10 @@ fn a_running_daemons_snapshot_and_stream_verify_as_marked_and_a_box_id_must_fit(
     let (code, jpeg) = crate::http::get(port, "GET", "/snapshot.jpg");
     assert_eq!(code, 200);
     let snapshot = dir.path().join("snapshot.jpg");
-    std::fs::write(&snapshot, jpeg).unwrap();
+    std::fs::write(&snapshot, &jpeg).unwrap();
+    let shot = image::load_from_memory(&jpeg).unwrap().to_rgb8();
+    let corner = shot.get_pixel(shot.width() - 14, shot.height() - 12);
+    assert!(corner.0.iter().all(|&v| v < 90), "the dark badge in the corner: {corner:?}");
     // The MJPEG stream re-encoded as H.264 at CRF 28, as an NVR would keep it.
     let clip = dir.path().join("stream.mp4");
     let out = Command::new("ffmpeg")
