@@ -24,6 +24,7 @@
 //! `store/emap.rs` (memory maps), `cli/run.rs` (signal handlers).
 #![deny(unsafe_code)]
 
+pub mod audit;
 pub mod backoff;
 pub mod capture;
 pub mod catalog;

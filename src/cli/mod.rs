@@ -2,6 +2,7 @@
 //! library's settings and calls it. The benchmarks are a binary of their
 //! own (`benches/fusiond-bench`).
 
+mod audit;
 pub mod bounds;
 mod cost;
 mod detect;
@@ -67,6 +68,8 @@ pub enum Command {
     /// process under a time limit, so TensorRT engines are built and cached
     /// before the daemon's first start.
     Warm(warm::WarmArgs),
+    /// Check the audit log: `fusiond audit verify FILE...` (0 whole, 1 broken, 2 unreadable).
+    Audit(audit::AuditArgs),
     /// Say whether images or videos carry fusiond's invisible mark, with its
     /// box and hour. Exit status: 0 all marked, 1 some not, 2 an error.
     Verify(verify::VerifyArgs),
@@ -318,5 +321,6 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Warm(a) => warm::warm(a).map(|()| 0),
         Command::Cost(a) => cost::cost(a).map(|()| 0),
         Command::Verify(a) => verify::verify(a),
+        Command::Audit(a) => audit::audit(a),
     }
 }

@@ -42,6 +42,7 @@ pub struct Config {
     pub http: HttpSettings,
     pub inference: InferenceSettings,
     pub debug: DebugConfig,
+    pub audit: crate::audit::AuditSettings,
 }
 
 impl Default for Config {
@@ -65,6 +66,7 @@ impl Default for Config {
             http: HttpSettings::default(),
             inference: InferenceSettings::default(),
             debug: DebugConfig::default(),
+            audit: Default::default(),
         }
     }
 }
@@ -173,6 +175,7 @@ impl Config {
             self.http.validate(),
             self.inference.validate(),
             self.validate_engines(),
+            self.audit.validate(),
         ];
         sections.into_iter().collect::<Result<(), String>>().map_err(ConfigError::Invalid)
     }

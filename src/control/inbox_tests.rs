@@ -12,7 +12,7 @@ fn inbox(capacity: usize) -> (Inbox, Arc<Mutex<Vec<CommandError>>>) {
 }
 
 fn cmd(feature: &str, payload: &str) -> Incoming {
-    Incoming { feature: feature.into(), payload: payload.as_bytes().to_vec().into(), reply: None }
+    Incoming { feature: feature.into(), payload: payload.as_bytes().to_vec().into(), reply: None, from: "test".into() }
 }
 
 fn drain(inbox: &Inbox) -> Vec<(String, String)> {

@@ -43,6 +43,8 @@ pub struct Incoming {
     pub feature: String,
     pub payload: bytes::Bytes,
     pub reply: Option<SyncSender<Result<(), CommandError>>>,
+    /// Who sent it, for the audit log: `mqtt ...` or `http peer ... token ...`.
+    pub from: String,
 }
 
 /// The refusal among `effects`, if the command was refused.

@@ -10,6 +10,7 @@ use super::memory::Trim;
 use super::settings::{limits, restart_needed, WorkerConfig};
 use super::stages::Identifier;
 use super::Signals;
+use crate::audit::AuditLog;
 use crate::config::Config;
 use crate::control::{self, Control, Effect, Inbox, Incoming};
 use crate::face::{largest_identity, Embedding};
@@ -47,6 +48,8 @@ pub struct ControlLoop<'a> {
     pub reported_providers: HashSet<String>,
     /// `/metrics` reads the newest stats here.
     pub http: Arc<HttpState>,
+    /// The audit log, when `[audit]` keeps one.
+    pub audit: Option<AuditLog>,
     /// The payload limits MQTT, HTTP and the inbox share (a reload sets them).
     pub caps: Arc<PayloadCaps>,
     /// The last refusal since the command being applied came in.
@@ -277,6 +280,17 @@ impl ControlLoop<'_> {
         self.event(Event::Reloaded { config: self.config_path.clone(), restart_needed: restart });
     }
 
+    /// Writes an applied command to the audit log when it is one the log
+    /// keeps; a log that cannot be written is reported and the daemon goes on.
+    fn audit(&mut self, feature: &str, payload: &[u8], from: &str) {
+        let Some(log) = &mut self.audit else { return };
+        for (change, value) in crate::audit::changes(feature, payload) {
+            if let Err(e) = log.append(change, &value, from) {
+                log::warn!("{e}");
+            }
+        }
+    }
+
     /// Sets `pipeline.source` (an image path or a face bank name).
     pub fn initial_source(&mut self) {
         let Some(initial) = self.config.pipeline.source.clone() else { return };
@@ -303,7 +317,7 @@ impl ControlLoop<'_> {
         // Loading and warming the models at the start is slow work too.
         self.trim.after_slow_work(Instant::now());
         while !self.signals.stop.load(Ordering::Relaxed) {
-            if let Some(Incoming { feature, payload, reply }) = inbox.recv_timeout(Duration::from_millis(100)) {
+            if let Some(Incoming { feature, payload, reply, from }) = inbox.recv_timeout(Duration::from_millis(100)) {
                 let effects = self.control.handle(&feature, &payload);
                 let refused = control::refusal(&effects);
                 let slow =
@@ -316,13 +330,18 @@ impl ControlLoop<'_> {
                 // The verdict comes once the command is applied, so a
                 // client that reads the state next sees it; a refusal
                 // found while applying (a photo without a face) counts.
+                let verdict = refused.or(self.refused.take());
+                if verdict.is_none() {
+                    self.audit(&feature, &payload, &from);
+                }
                 if let Some(reply) = reply {
-                    let _ = reply.try_send(refused.or(self.refused.take()).map_or(Ok(()), Err));
+                    let _ = reply.try_send(verdict.map_or(Ok(()), Err));
                 }
             }
             if self.signals.reload.swap(false, Ordering::Relaxed) {
                 log::info!("SIGHUP: rereading {}", self.config_path.display());
                 self.reload();
+                self.audit("reload", b"", "SIGHUP");
                 self.trim.after_slow_work(Instant::now());
             } else if inbox.is_empty() {
                 let now = Instant::now();

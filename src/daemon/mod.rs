@@ -111,8 +111,12 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
         selector: SelectorMode::ALL.iter().map(|m| m.as_str().to_string()).collect(),
     });
     let commands = inbox.clone();
+    // MQTT 3.1.1 does not tell a subscriber who published: the broker and
+    // the topic are what the audit log can say.
+    let from =
+        format!("mqtt broker {}:{}, topic {}/<feature>/set", settings.link.host, settings.link.port, topics.base());
     let link = Link::start(&settings.link, topics.clone(), outbox.clone(), move |feature, payload| {
-        commands.submit(Incoming { feature: feature.to_string(), payload, reply: None });
+        commands.submit(Incoming { feature: feature.to_string(), payload, reply: None, from: from.clone() });
     })
     .map_err(|e| anyhow!("mqtt: {e}"))?;
     log::info!("mqtt: topics under {}/, broker {}:{}", topics.base(), settings.link.host, settings.link.port);
@@ -165,6 +169,24 @@ fn start_http(settings: &HttpSettings, state: &Arc<HttpState>) -> Result<Option<
     };
     let started = Server::start(addr, options, state.clone());
     Ok(started.map_err(|e| log::error!("{e}; the daemon runs without HTTP")).ok())
+}
+
+/// The audit log `[audit]` asks for; one that cannot be opened is logged
+/// as an error and the daemon runs without it.
+fn open_audit(config: &Config) -> Option<crate::audit::AuditLog> {
+    let a = &config.audit;
+    let path = a.file.clone().unwrap_or_else(|| config.pipeline.state_dir.join("audit.jsonl"));
+    let opened = a.enabled.then(|| crate::audit::AuditLog::open(&path, a.max_bytes));
+    match opened? {
+        Ok(log) => {
+            log::info!("audit log: {}", path.display());
+            Some(log)
+        }
+        Err(e) => {
+            log::error!("{e}; running without an audit log");
+            None
+        }
+    }
 }
 
 fn run_connected(s: Session, config: Config, open_camera: SourceFactory) -> Result<()> {
@@ -240,6 +262,7 @@ fn start<'a>(s: &Session<'a>, config: Config, latest: Arc<LatestFrame>) -> Resul
         active_source: None,
         reported_providers: Default::default(),
         http: s.http.clone(),
+        audit: open_audit(&config),
         caps: s.inbox.caps().clone(),
         refused: None,
         trim: Default::default(),

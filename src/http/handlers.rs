@@ -40,6 +40,19 @@ impl Access {
         Ok(())
     }
 
+    /// The token's id for the audit log: the first 8 hex digits of its
+    /// SHA-256 (never the token), or `no token`.
+    pub fn token_id(&self) -> String {
+        use sha2::Digest;
+        match &self.token {
+            Some(t) => {
+                let digest = sha2::Sha256::digest(t.as_bytes());
+                format!("token {}", digest[..4].iter().map(|b| format!("{b:02x}")).collect::<String>())
+            }
+            None => "no token".into(),
+        }
+    }
+
     /// Whether `authorization` (the header's value) carries the token; any
     /// request does when there is none. The comparison takes as long
     /// whatever the bytes, so timing does not reveal a prefix.
@@ -69,7 +82,14 @@ pub fn error(status: u16, message: &str) -> Response {
 }
 
 /// Answers `request` on `route`, once [`Access::admit`] let it through.
-pub fn handle(request: &Request, route: Route, state: &Arc<HttpState>, conn: &mut impl Write) -> io::Result<()> {
+/// `from` says who sent it (the audit log).
+pub fn handle(
+    request: &Request,
+    route: Route,
+    state: &Arc<HttpState>,
+    from: &str,
+    conn: &mut impl Write,
+) -> io::Result<()> {
     let head_only = request.method == "HEAD";
     let answer = match route {
         Route::Page => Response::new(200, "text/html; charset=utf-8", PAGE.as_bytes().to_vec())
@@ -86,7 +106,7 @@ pub fn handle(request: &Request, route: Route, state: &Arc<HttpState>, conn: &mu
         Route::Snapshot => snapshot(state),
         Route::Stream => return stream(state, conn),
         Route::State => json(200, &state.state()),
-        Route::Command(feature) => command(request, feature, state),
+        Route::Command(feature) => command(request, feature, state, from),
         Route::MethodNotAllowed(allowed) => {
             let refusal = error(405, &format!("{} is not allowed here; use {allowed}", request.method));
             refusal.with("Allow", allowed)
@@ -97,8 +117,8 @@ pub fn handle(request: &Request, route: Route, state: &Arc<HttpState>, conn: &mu
 }
 
 /// `POST /api/<feature>`: the body is the command's payload, as on MQTT.
-fn command(request: &Request, feature: &str, state: &HttpState) -> Response {
-    match state.command(feature, request.body.clone(), Duration::from_secs(30)) {
+fn command(request: &Request, feature: &str, state: &HttpState, from: &str) -> Response {
+    match state.command(feature, request.body.clone(), from.to_string(), Duration::from_secs(30)) {
         CommandOutcome::Taken => json(200, &serde_json::json!({ "ok": true })),
         CommandOutcome::Refused(e) => json(400, &e),
         CommandOutcome::Busy => error(503, "the control loop is busy; try again"),

@@ -133,12 +133,12 @@ impl HttpState {
 
     /// Sends `feature` with `payload` down the same path as an MQTT
     /// command and waits up to `wait` for the control loop's verdict.
-    pub fn command(&self, feature: &str, payload: Vec<u8>, wait: Duration) -> CommandOutcome {
+    pub fn command(&self, feature: &str, payload: Vec<u8>, from: String, wait: Duration) -> CommandOutcome {
         let Some(tx) = self.commands.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
             return CommandOutcome::Busy;
         };
         let (reply, verdict) = sync_channel(1);
-        let incoming = Incoming { feature: feature.to_string(), payload: payload.into(), reply: Some(reply) };
+        let incoming = Incoming { feature: feature.to_string(), payload: payload.into(), reply: Some(reply), from };
         if !tx.submit(incoming) {
             return CommandOutcome::Busy;
         }

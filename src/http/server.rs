@@ -194,7 +194,8 @@ pub fn respond(conn: &mut impl wire::Conn, limits: &Limits, state: &Arc<HttpStat
     };
     // A client that stops reading (a stalled stream) is dropped after this.
     let _ = conn.set_timeout(Duration::from_secs(10));
-    if let Err(e) = handlers::handle(&request, route, state, conn) {
+    let from = format!("http peer {}, {}", conn.peer(), access.token_id());
+    if let Err(e) = handlers::handle(&request, route, state, &from, conn) {
         log::debug!("http: {} {}: {e}", request.method, request.target);
     }
     match unread && !matches!(route, Route::Command(_)) {

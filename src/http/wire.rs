@@ -161,12 +161,21 @@ fn body_length(request: &Request) -> Result<usize, Option<Refusal>> {
 /// scripted client in the tests.
 pub trait Conn: Read + Write {
     fn set_timeout(&mut self, timeout: Duration) -> io::Result<()>;
+
+    /// The client's address, for the audit log.
+    fn peer(&self) -> String {
+        "unknown".into()
+    }
 }
 
 impl Conn for std::net::TcpStream {
     fn set_timeout(&mut self, timeout: Duration) -> io::Result<()> {
         self.set_read_timeout(Some(timeout))?;
         self.set_write_timeout(Some(timeout))
+    }
+
+    fn peer(&self) -> String {
+        self.peer_addr().map_or_else(|_| "unknown".into(), |a| a.to_string())
     }
 }
 

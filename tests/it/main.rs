@@ -1,6 +1,7 @@
 //! Integration tests, all in one binary: real models and photos from
 //! ../shared, and contract models built by models/make_contract_models.py.
 
+mod audit;
 mod browser;
 mod capture;
 mod cli;
