@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 97ab6f57ba29c83a94df491729f24e8f1e475225497e8b4942c7ca70c64efce2
-SRCREV = "6480feebb2ce0e8891bb412f06d21470faf026c6"
+# fusiond-inputs: ea805cc656993922980c765b77d006c884124ce4d8f3df709b629a29726ed6f0
+SRCREV = "39b803af8f8756d06b5aacf5cba8a8f48f4d1491"
 
 S = "${WORKDIR}/git"
 
