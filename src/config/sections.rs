@@ -240,6 +240,12 @@ impl MqttConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PipelineConfig {
+    /// Which source faces may be used: `any`, `enrolled` (bank faces,
+    /// enrolled by authenticated commands) or `allowlist`.
+    pub sources: crate::control::policy::SourcePolicy,
+    /// With `sources = "allowlist"`: a file of the SHA-256 digests of the
+    /// images allowed, one a line (`sha256sum` output works).
+    pub sources_allowlist: Option<PathBuf>,
     /// Run the detector at most this often; faces are tracked in between.
     pub detect_interval_ms: u64,
     /// Swap strength at start, 0..=100.
@@ -308,6 +314,8 @@ impl Default for PipelineConfig {
             mouth_mask_feather: 0.1,
             source: None,
             state_dir: PathBuf::from("/var/lib/fusiond/state"),
+            sources: Default::default(),
+            sources_allowlist: None,
             source_cache: 16,
             max_source_bytes: 8 * 1024 * 1024,
             max_source_pixels: 24_000_000,
@@ -319,6 +327,9 @@ impl PipelineConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.source.as_deref() == Some("") {
             return bad("pipeline.source is empty; leave the key out to start without a source");
+        }
+        if self.sources == crate::control::policy::SourcePolicy::Allowlist && self.sources_allowlist.is_none() {
+            return bad("pipeline.sources = \"allowlist\" needs pipeline.sources_allowlist, a file of SHA-256 digests");
         }
         if self.source_cache == 0 || self.max_source_bytes == 0 || self.max_source_pixels == 0 {
             return bad("pipeline: source_cache, max_source_bytes and max_source_pixels must be > 0");

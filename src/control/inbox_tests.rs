@@ -1,4 +1,5 @@
 use super::*;
+use crate::control::Sender;
 use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 
@@ -12,7 +13,12 @@ fn inbox(capacity: usize) -> (Inbox, Arc<Mutex<Vec<CommandError>>>) {
 }
 
 fn cmd(feature: &str, payload: &str) -> Incoming {
-    Incoming { feature: feature.into(), payload: payload.as_bytes().to_vec().into(), reply: None, from: "test".into() }
+    Incoming {
+        feature: feature.into(),
+        payload: payload.as_bytes().to_vec().into(),
+        reply: None,
+        from: Sender { who: "test".into(), authenticated: false },
+    }
 }
 
 fn drain(inbox: &Inbox) -> Vec<(String, String)> {

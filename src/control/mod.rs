@@ -3,6 +3,7 @@
 //! refused command changes nothing and yields only an error.
 
 mod inbox;
+pub mod policy;
 
 pub use inbox::Inbox;
 
@@ -43,8 +44,17 @@ pub struct Incoming {
     pub feature: String,
     pub payload: bytes::Bytes,
     pub reply: Option<SyncSender<Result<(), CommandError>>>,
-    /// Who sent it, for the audit log: `mqtt ...` or `http peer ... token ...`.
-    pub from: String,
+    pub from: Sender,
+}
+
+/// Who sent a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sender {
+    /// For the audit log: `mqtt ...` or `http peer ... token ...`.
+    pub who: String,
+    /// Checked by a secret: HTTP with `http.token_file`, MQTT with
+    /// `mqtt.username` (the broker checks it).
+    pub authenticated: bool,
 }
 
 /// The refusal among `effects`, if the command was refused.

@@ -12,6 +12,7 @@ use super::stages::Identifier;
 use super::Signals;
 use crate::audit::AuditLog;
 use crate::config::Config;
+use crate::control::policy::SourceGate;
 use crate::control::{self, Control, Effect, Inbox, Incoming};
 use crate::face::{largest_identity, Embedding};
 use crate::http::HttpState;
@@ -48,6 +49,8 @@ pub struct ControlLoop<'a> {
     pub reported_providers: HashSet<String>,
     /// `/metrics` reads the newest stats here.
     pub http: Arc<HttpState>,
+    /// `pipeline.sources` and who sent the command being applied.
+    pub gate: SourceGate,
     /// The audit log, when `[audit]` keeps one.
     pub audit: Option<AuditLog>,
     /// The payload limits MQTT, HTTP and the inbox share (a reload sets them).
@@ -176,6 +179,9 @@ impl ControlLoop<'_> {
     /// Computes (or recalls) the identity, posts it to the worker, and
     /// updates the source state; a failure is refused and changes nothing.
     pub fn set_source(&mut self, src: SourceCommand) {
+        if let Err(reason) = self.gate.admit(&src) {
+            return self.refuse("source", reason);
+        }
         let (label, embedding, cached, images) = match self.identity(src) {
             Ok(found) => found,
             Err(reason) => return self.refuse("source", reason),
@@ -263,6 +269,11 @@ impl ControlLoop<'_> {
             Ok(s) => Arc::new(s),
             Err(e) => return self.refuse("reload", format!("{e}; still running on the previous models")),
         };
+        let gate = match source_gate(&config) {
+            Ok(g) => g,
+            Err(e) => return self.refuse("reload", format!("{e}; still running on the previous configuration")),
+        };
+        self.gate = gate;
         let restart = restart_needed(&self.config, &config);
         if !restart.is_empty() {
             log::warn!("reload: these changes take effect at the next restart: {}", restart.join(", "));
@@ -326,13 +337,16 @@ impl ControlLoop<'_> {
                     self.trim.after_slow_work(Instant::now());
                 }
                 self.refused = None;
+                self.gate.sender_authenticated = from.authenticated;
                 self.apply(effects);
+                // Sources set otherwise (the config's) are the owner's.
+                self.gate.sender_authenticated = true;
                 // The verdict comes once the command is applied, so a
                 // client that reads the state next sees it; a refusal
                 // found while applying (a photo without a face) counts.
                 let verdict = refused.or(self.refused.take());
                 if verdict.is_none() {
-                    self.audit(&feature, &payload, &from);
+                    self.audit(&feature, &payload, &from.who);
                 }
                 if let Some(reply) = reply {
                     let _ = reply.try_send(verdict.map_or(Ok(()), Err));
@@ -359,4 +373,20 @@ impl ControlLoop<'_> {
         }
         false
     }
+}
+
+/// `pipeline.sources` with its allowlist read; an allowlist that cannot be
+/// read or parsed is an error naming the file.
+pub fn source_gate(config: &Config) -> Result<SourceGate, String> {
+    use crate::control::policy::{parse_allowlist, SourcePolicy};
+    let p = &config.pipeline;
+    let allowed = match (&p.sources, &p.sources_allowlist) {
+        (SourcePolicy::Allowlist, Some(file)) => {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| format!("pipeline.sources_allowlist {}: {e}", file.display()))?;
+            parse_allowlist(&text).map_err(|e| format!("pipeline.sources_allowlist {}: {e}", file.display()))?
+        }
+        _ => Default::default(),
+    };
+    Ok(SourceGate { policy: p.sources, allowed, sender_authenticated: true })
 }

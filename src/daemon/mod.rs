@@ -113,8 +113,15 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
     let commands = inbox.clone();
     // MQTT 3.1.1 does not tell a subscriber who published: the broker and
     // the topic are what the audit log can say.
-    let from =
-        format!("mqtt broker {}:{}, topic {}/<feature>/set", settings.link.host, settings.link.port, topics.base());
+    let from = crate::control::Sender {
+        who: format!(
+            "mqtt broker {}:{}, topic {}/<feature>/set",
+            settings.link.host,
+            settings.link.port,
+            topics.base()
+        ),
+        authenticated: settings.link.credentials.is_some(),
+    };
     let link = Link::start(&settings.link, topics.clone(), outbox.clone(), move |feature, payload| {
         commands.submit(Incoming { feature: feature.to_string(), payload, reply: None, from: from.clone() });
     })
@@ -263,6 +270,7 @@ fn start<'a>(s: &Session<'a>, config: Config, latest: Arc<LatestFrame>) -> Resul
         reported_providers: Default::default(),
         http: s.http.clone(),
         audit: open_audit(&config),
+        gate: control_loop::source_gate(&config).map_err(|e| anyhow!(e))?,
         caps: s.inbox.caps().clone(),
         refused: None,
         trim: Default::default(),

@@ -28,6 +28,8 @@ const RELOADABLE: &[&str] = &[
     "pipeline.mouth_mask_grow",
     "pipeline.mouth_mask_feather",
     "pipeline.max_source_bytes",
+    "pipeline.sources",
+    "pipeline.sources_allowlist",
     "pipeline.max_source_pixels",
     "output.frames",
     "output.label",

@@ -5,6 +5,7 @@
 use super::guard::Guard;
 use super::wire::{Refusal, Request, Response};
 use super::{CommandOutcome, HttpState, Route};
+use crate::control::Sender;
 use std::io::{self, Write};
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +39,11 @@ impl Access {
             return Err(error(401, reason).with("WWW-Authenticate", "Bearer realm=\"fusiond\""));
         }
         Ok(())
+    }
+
+    /// Whether commands need the token (so a sender is authenticated).
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
     }
 
     /// The token's id for the audit log: the first 8 hex digits of its
@@ -87,7 +93,7 @@ pub fn handle(
     request: &Request,
     route: Route,
     state: &Arc<HttpState>,
-    from: &str,
+    from: &Sender,
     conn: &mut impl Write,
 ) -> io::Result<()> {
     let head_only = request.method == "HEAD";
@@ -117,8 +123,8 @@ pub fn handle(
 }
 
 /// `POST /api/<feature>`: the body is the command's payload, as on MQTT.
-fn command(request: &Request, feature: &str, state: &HttpState, from: &str) -> Response {
-    match state.command(feature, request.body.clone(), from.to_string(), Duration::from_secs(30)) {
+fn command(request: &Request, feature: &str, state: &HttpState, from: &Sender) -> Response {
+    match state.command(feature, request.body.clone(), from.clone(), Duration::from_secs(30)) {
         CommandOutcome::Taken => json(200, &serde_json::json!({ "ok": true })),
         CommandOutcome::Refused(e) => json(400, &e),
         CommandOutcome::Busy => error(503, "the control loop is busy; try again"),

@@ -133,7 +133,13 @@ impl HttpState {
 
     /// Sends `feature` with `payload` down the same path as an MQTT
     /// command and waits up to `wait` for the control loop's verdict.
-    pub fn command(&self, feature: &str, payload: Vec<u8>, from: String, wait: Duration) -> CommandOutcome {
+    pub fn command(
+        &self,
+        feature: &str,
+        payload: Vec<u8>,
+        from: crate::control::Sender,
+        wait: Duration,
+    ) -> CommandOutcome {
         let Some(tx) = self.commands.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
             return CommandOutcome::Busy;
         };

@@ -8,6 +8,7 @@ use super::guard::Guard;
 use super::handlers::{self, Access};
 use super::wire::{self, Limits, Response};
 use super::{route, HttpState, Route};
+use crate::control::Sender;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -194,7 +195,8 @@ pub fn respond(conn: &mut impl wire::Conn, limits: &Limits, state: &Arc<HttpStat
     };
     // A client that stops reading (a stalled stream) is dropped after this.
     let _ = conn.set_timeout(Duration::from_secs(10));
-    let from = format!("http peer {}, {}", conn.peer(), access.token_id());
+    let from =
+        Sender { who: format!("http peer {}, {}", conn.peer(), access.token_id()), authenticated: access.has_token() };
     if let Err(e) = handlers::handle(&request, route, state, &from, conn) {
         log::debug!("http: {} {}: {e}", request.method, request.target);
     }
