@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: ea805cc656993922980c765b77d006c884124ce4d8f3df709b629a29726ed6f0
-SRCREV = "39b803af8f8756d06b5aacf5cba8a8f48f4d1491"
+# fusiond-inputs: 3ba50372739229809f21ca9d5a9b1a8297dbf62baf5af3677ddae77d1825b154
+SRCREV = "855e93423a72ad1a6bf9b35ac757d223c3324a17"
 
 S = "${WORKDIR}/git"
 
