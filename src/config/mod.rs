@@ -5,11 +5,11 @@
 //! engines' own settings type; the daemon turns the rest into what its
 //! threads need (`daemon::DaemonSettings`).
 
+mod output;
 mod sections;
 
-pub use sections::{
-    CameraConfig, DebugConfig, ModelsConfig, MqttConfig, OutputConfig, PipelineConfig, SourceKind, TierConfig,
-};
+pub use output::OutputConfig;
+pub use sections::{CameraConfig, DebugConfig, ModelsConfig, MqttConfig, PipelineConfig, SourceKind, TierConfig};
 
 use crate::http::HttpSettings;
 use crate::infer::{InferenceSettings, ProviderKind};
