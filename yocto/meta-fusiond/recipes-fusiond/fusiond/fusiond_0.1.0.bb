@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 3ba50372739229809f21ca9d5a9b1a8297dbf62baf5af3677ddae77d1825b154
-SRCREV = "855e93423a72ad1a6bf9b35ac757d223c3324a17"
+# fusiond-inputs: 83c5072c72591a7fe7771bbf71bfe10ba7509a963210ae00b2d329725f2adedd
+SRCREV = "c50a034ef481c327cd66c350d8ec5bfb3c434899"
 
 S = "${WORKDIR}/git"
 
