@@ -25,7 +25,7 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
 # fusiond-inputs: 83c5072c72591a7fe7771bbf71bfe10ba7509a963210ae00b2d329725f2adedd
-SRCREV = "c50a034ef481c327cd66c350d8ec5bfb3c434899"
+SRCREV = "33a315a6971056325c1befb3868573bbec82ed97"
 
 S = "${WORKDIR}/git"
 
