@@ -12,6 +12,8 @@ use std::time::Duration;
 
 const BOUNDARY: &str = "fusiondframe";
 const PAGE: &str = include_str!("page.html");
+const SCRIPT: &str = include_str!("page.js");
+const STYLE: &str = include_str!("page.css");
 
 /// Who may read and who may change state.
 pub struct Access {
@@ -100,10 +102,12 @@ pub fn handle(
     let answer = match route {
         Route::Page => Response::new(200, "text/html; charset=utf-8", PAGE.as_bytes().to_vec())
             .with("Cache-Control", "no-store")
-            .with(
-                "Content-Security-Policy",
-                "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'",
-            ),
+            .with("Content-Security-Policy", "default-src 'self'"),
+        Route::Script => Response::new(200, "text/javascript; charset=utf-8", SCRIPT.as_bytes().to_vec())
+            .with("Cache-Control", "no-store"),
+        Route::Style => {
+            Response::new(200, "text/css; charset=utf-8", STYLE.as_bytes().to_vec()).with("Cache-Control", "no-store")
+        }
         Route::Health => {
             let (ok, health) = state.health();
             json(if ok { 200 } else { 503 }, &health)

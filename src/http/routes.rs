@@ -7,6 +7,9 @@ use crate::mqtt::topics::FEATURES;
 pub enum Route {
     /// `GET /`: the live page.
     Page,
+    /// `GET /page.js` and `/page.css`: its script and style.
+    Script,
+    Style,
     Health,
     Metrics,
     Snapshot,
@@ -28,6 +31,8 @@ pub fn route(method: &str, url: &str) -> Route {
     }
     let (route, allowed) = match path {
         "/" | "/index.html" => (Route::Page, "GET, HEAD"),
+        "/page.js" => (Route::Script, "GET, HEAD"),
+        "/page.css" => (Route::Style, "GET, HEAD"),
         "/api/state" => (Route::State, "GET, HEAD"),
         "/api/health" => (Route::Health, "GET, HEAD"),
         "/metrics" => (Route::Metrics, "GET, HEAD"),
@@ -60,6 +65,7 @@ mod tests {
         assert_eq!(route("POST", "/api/nosuch"), Route::NotFound);
         assert_eq!(route("GET", "/api/state"), Route::State);
         assert_eq!(route("GET", "/?x=1"), Route::Page);
+        assert_eq!((route("GET", "/page.js"), route("HEAD", "/page.css")), (Route::Script, Route::Style));
         assert_eq!(route("POST", "/"), Route::MethodNotAllowed("GET, HEAD"));
     }
 }
