@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 83c5072c72591a7fe7771bbf71bfe10ba7509a963210ae00b2d329725f2adedd
-SRCREV = "33a315a6971056325c1befb3868573bbec82ed97"
+# fusiond-inputs: 687e25e8b405fdfea510943e113e5d7efb32a9d8588aa44a241134805e68ade4
+SRCREV = "8a7f605352c506a4837d8e4607f09890c6d34c3d"
 
 S = "${WORKDIR}/git"
 
