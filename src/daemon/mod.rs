@@ -110,23 +110,7 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
         quality: config.tier.iter().map(|t| t.name.clone()).collect(),
         selector: SelectorMode::ALL.iter().map(|m| m.as_str().to_string()).collect(),
     });
-    let commands = inbox.clone();
-    // MQTT 3.1.1 does not tell a subscriber who published: the broker and
-    // the topic are what the audit log can say.
-    let from = crate::control::Sender {
-        who: format!(
-            "mqtt broker {}:{}, topic {}/<feature>/set",
-            settings.link.host,
-            settings.link.port,
-            topics.base()
-        ),
-        authenticated: settings.link.credentials.is_some(),
-    };
-    let link = Link::start(&settings.link, topics.clone(), outbox.clone(), move |feature, payload| {
-        commands.submit(Incoming { feature: feature.to_string(), payload, reply: None, from: from.clone() });
-    })
-    .map_err(|e| anyhow!("mqtt: {e}"))?;
-    log::info!("mqtt: topics under {}/, broker {}:{}", topics.base(), settings.link.host, settings.link.port);
+    let link = start_link(&settings, &outbox, &inbox)?;
     let notifier = Notifier::from_env();
     let server = start_http(&config.http, &http)?;
     let output = vcam::Output::start(&config, outbox.clone(), topics.clone())?;
@@ -155,6 +139,24 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
         log::warn!("mqtt: the session did not end within 3 s; the broker will mark the daemon offline");
     }
     result
+}
+
+/// The MQTT session, its commands handed to `inbox`.
+fn start_link(settings: &DaemonSettings, outbox: &Arc<Outbox>, inbox: &Arc<Inbox>) -> Result<Link> {
+    let (topics, link) = (&settings.topics, &settings.link);
+    // MQTT 3.1.1 does not tell a subscriber who published: the broker and
+    // the topic are what the audit log can say.
+    let from = crate::control::Sender {
+        who: format!("mqtt broker {}:{}, topic {}/<feature>/set", link.host, link.port, topics.base()),
+        authenticated: link.credentials.is_some(),
+    };
+    let commands = inbox.clone();
+    let started = Link::start(link, topics.clone(), outbox.clone(), move |feature, payload| {
+        commands.submit(Incoming { feature: feature.to_string(), payload, reply: None, from: from.clone() });
+    })
+    .map_err(|e| anyhow!("mqtt: {e}"))?;
+    log::info!("mqtt: topics under {}/, broker {}:{}", topics.base(), link.host, link.port);
+    Ok(started)
 }
 
 /// The HTTP server when `http.enabled`; one that cannot listen is logged
@@ -225,6 +227,18 @@ fn run_connected(s: Session, config: Config, open_camera: SourceFactory) -> Resu
 /// Phase 1: engines, store and the start tier, the face bank, the control
 /// state machine and the start source. Returns why the tier that runs is
 /// not the start tier, if it is not.
+/// Says what the start waits for: TensorRT builds an engine per model on
+/// first use (minutes on a Jetson) unless `fusiond warm` or an earlier start
+/// cached it.
+fn announce_loading(s: &Session, builds_engines: bool, tier: &str) {
+    if builds_engines {
+        s.outbox.push(Message::retained(s.settings.topics.available(), "warming"));
+        s.notifier.status(&format!("building or loading TensorRT engines for tier {tier}"));
+    } else {
+        s.notifier.status(&format!("loading and warming tier {tier}"));
+    }
+}
+
 fn start<'a>(s: &Session<'a>, config: Config, latest: Arc<LatestFrame>) -> Result<(ControlLoop<'a>, Option<String>)> {
     s.outbox.push(s.settings.discovery.clone());
     s.notifier.status("checking staging");
@@ -232,14 +246,7 @@ fn start<'a>(s: &Session<'a>, config: Config, latest: Arc<LatestFrame>) -> Resul
     let store = Arc::new(Store::open(&config, engines.clone())?);
     let start_tier = config.models.start_tier.clone();
     log::info!("loading tier `{start_tier}` on {}", engines.describe());
-    if config.inference.builds_engines() {
-        // TensorRT builds an engine per model on first use (minutes on a
-        // Jetson) unless `fusiond warm` or an earlier start cached it.
-        s.outbox.push(Message::retained(s.settings.topics.available(), "warming"));
-        s.notifier.status(&format!("building or loading TensorRT engines for tier {start_tier}"));
-    } else {
-        s.notifier.status(&format!("loading and warming tier {start_tier}"));
-    }
+    announce_loading(s, config.inference.builds_engines(), &start_tier);
     let (models, degraded) = store.activate(&start_tier).map_err(|e| anyhow!("no tier can load: {e}"))?.into_parts();
     let bank = FaceBank::open(&config.pipeline.state_dir)
         .map_err(|e| log::error!("{e}; named sources are unavailable until it is fixed"))
