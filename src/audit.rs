@@ -7,7 +7,6 @@
 //! an older one) and the chain carries on in a new file.
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
@@ -66,7 +65,7 @@ pub enum AuditError {
 }
 
 fn hash(line: &str) -> String {
-    hash_bytes(line.as_bytes())
+    crate::catalog::sha256_hex(line.as_bytes())
 }
 
 /// The log being written.
@@ -133,7 +132,8 @@ pub fn changes(feature: &str, payload: &[u8]) -> Vec<(&'static str, String)> {
         "quality" => vec![("tier", text())],
         "reload" => vec![("reload", String::new())],
         "source" => {
-            let image = |b: &[u8]| format!("image of {} bytes, sha256 {}", b.len(), &hash_bytes(b)[..16]);
+            let image =
+                |b: &[u8]| format!("image of {} bytes, sha256 {}", b.len(), &crate::catalog::sha256_hex(b)[..16]);
             match payload.iter().position(|&b| b == b'\n').filter(|&i| i <= 64) {
                 Some(i) if image::guess_format(&payload[i + 1..]).is_ok() => {
                     let name = String::from_utf8_lossy(&payload[..i]).trim().to_string();
@@ -146,10 +146,6 @@ pub fn changes(feature: &str, payload: &[u8]) -> Vec<(&'static str, String)> {
         }
         _ => Vec::new(),
     }
-}
-
-fn hash_bytes(b: &[u8]) -> String {
-    Sha256::digest(b).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn rotated(path: &Path) -> PathBuf {

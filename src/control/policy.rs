@@ -9,7 +9,6 @@
 
 use crate::mqtt::SourceCommand;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -59,7 +58,7 @@ pub fn admit(
                 .into())
         }
         SourcePolicy::Allowlist => {
-            let digest: String = Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect();
+            let digest = crate::catalog::sha256_hex(bytes);
             match allowed.contains(&digest) {
                 true => Ok(()),
                 false => Err(format!(
@@ -105,7 +104,7 @@ mod tests {
         assert!(admit(SourcePolicy::Enrolled, &none, &image(Some("a")), true).is_ok());
         assert!(admit(SourcePolicy::Enrolled, &none, &image(Some("a")), false).unwrap_err().contains("authenticated"));
         assert!(admit(SourcePolicy::Enrolled, &none, &image(None), true).unwrap_err().contains("bank name"));
-        let digest: String = Sha256::digest(b"pixels").iter().map(|b| format!("{b:02x}")).collect();
+        let digest = crate::catalog::sha256_hex(b"pixels");
         let list = parse_allowlist(&format!("# faces\n{}  alice.jpg\n\n", digest.to_uppercase())).unwrap();
         assert!(admit(SourcePolicy::Allowlist, &list, &image(None), false).is_ok());
         assert!(admit(SourcePolicy::Allowlist, &none, &image(None), true).unwrap_err().contains("sources_allowlist"));

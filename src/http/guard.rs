@@ -121,8 +121,13 @@ fn host_name(host: &str) -> Option<String> {
         },
     };
     let name = name.trim_end_matches('.').to_ascii_lowercase();
-    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | ':' | '_');
-    (!name.is_empty() && name.chars().all(plain)).then_some(name)
+    is_host_name(&name).then_some(name)
+}
+
+/// Letters, digits, `-`, `.`, `_` and `:` (an IPv6 address) only: a name
+/// or address, with no scheme, port or path.
+pub fn is_host_name(h: &str) -> bool {
+    !h.is_empty() && h.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | ':' | '_'))
 }
 
 #[cfg(test)]

@@ -51,12 +51,8 @@ impl Access {
     /// The token's id for the audit log: the first 8 hex digits of its
     /// SHA-256 (never the token), or `no token`.
     pub fn token_id(&self) -> String {
-        use sha2::Digest;
         match &self.token {
-            Some(t) => {
-                let digest = sha2::Sha256::digest(t.as_bytes());
-                format!("token {}", digest[..4].iter().map(|b| format!("{b:02x}")).collect::<String>())
-            }
+            Some(t) => format!("token {}", &crate::catalog::sha256_hex(t.as_bytes())[..8]),
             None => "no token".into(),
         }
     }

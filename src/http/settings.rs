@@ -83,7 +83,7 @@ impl HttpSettings {
                  (LoadCredential=), listen on 127.0.0.1, or set http.allow_unauthenticated = true"
             ));
         }
-        if let Some(bad) = self.allowed_hosts.iter().find(|h| !plain_host(h)) {
+        if let Some(bad) = self.allowed_hosts.iter().find(|h| !super::guard::is_host_name(h)) {
             return Err(format!("http.allowed_hosts: `{bad}` is not a host name or address (no scheme, no port)"));
         }
         if let Some(bad) = self.allowed_origins.iter().find(|o| !origin(o)) {
@@ -97,10 +97,6 @@ impl HttpSettings {
         }
         Ok(())
     }
-}
-
-fn plain_host(h: &str) -> bool {
-    !h.is_empty() && h.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | ':'))
 }
 
 /// `http://` or `https://`, a host and an optional port, nothing after.

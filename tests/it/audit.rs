@@ -88,10 +88,7 @@ fn enrolled_and_allowlisted_sources_only_when_the_policy_says_so() {
 
     // An allowlist: the listed photo is taken, another is not.
     let list = dir.path().join("allow.sha256");
-    let digest: String = sha2::Digest::finalize(<sha2::Sha256 as sha2::Digest>::new_with_prefix(&photo))
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let digest = fusiond::catalog::sha256_hex(&photo);
     std::fs::write(&list, format!("{digest}  fr_obama2.jpg\n")).unwrap();
     let text = std::fs::read_to_string(&config).unwrap();
     let allow = format!("sources = \"allowlist\"\nsources_allowlist = \"{}\"\n", list.display());
