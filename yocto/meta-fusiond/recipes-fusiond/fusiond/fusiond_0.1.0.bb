@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 687e25e8b405fdfea510943e113e5d7efb32a9d8588aa44a241134805e68ade4
-SRCREV = "8a7f605352c506a4837d8e4607f09890c6d34c3d"
+# fusiond-inputs: cf9c4bb8690c90094dfd6fef833a1775e890fbddb96f27af48e44469273b45d1
+SRCREV = "2aca915afc6c3c57774ff4d02c7435190ce80d8d"
 
 S = "${WORKDIR}/git"
 
