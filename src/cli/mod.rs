@@ -14,7 +14,7 @@ mod verify;
 mod warm;
 
 use crate::face::{Detector, Enhancer, MaskSettings, Recognizer, Swapper};
-use crate::infer::{EngineKind, Engines, InferenceSettings, ProviderKind};
+use crate::infer::{EngineKind, Engines, InferenceSettings, Precision, ProviderKind};
 use crate::manifest::Kind;
 use crate::store::{LoadedModel, Loader};
 use anyhow::{Context, Result};
@@ -120,6 +120,10 @@ pub struct EngineArgs {
     /// (inference.tract_fused_ops = false).
     #[arg(long)]
     pub tract_stock_ops: bool,
+    /// The float precision models run in (a tier's `precision`): fp16 runs
+    /// on tract only, on its FP16 kernels where the CPU has FP16 arithmetic.
+    #[arg(long, value_enum, default_value_t = Precision::Fp32)]
+    pub precision: Precision,
     /// ONNX Runtime's execution providers in order of preference, e.g.
     /// `cuda` or `tensorrt,cuda` (inference.ort.providers; default cpu).
     /// With a GPU provider the CPU never stands in for it.
@@ -232,7 +236,8 @@ impl ModelArgs {
     }
 
     pub fn loader(&self) -> Result<Loader> {
-        Ok(Loader::open(&self.dirs(), self.engine.engines()?)?.with_cache(user_cache_dir()))
+        let loader = Loader::open(&self.dirs(), self.engine.engines()?)?;
+        Ok(loader.with_cache(user_cache_dir()).with_precision(self.engine.precision))
     }
 
     /// The detector model, at --size when given (resizable exports only).

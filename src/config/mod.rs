@@ -53,10 +53,12 @@ impl Default for Config {
                 TierConfig {
                     name: "fast".into(),
                     models: vec!["scrfd_500m".into(), "arcface_fr".into(), "inswapper_128".into()],
+                    precision: Default::default(),
                 },
                 TierConfig {
                     name: "quality".into(),
                     models: vec!["scrfd_500m".into(), "arcface_fr".into(), "inswapper_128".into(), "gfpgan_1.4".into()],
+                    precision: Default::default(),
                 },
             ],
             camera: CameraConfig::default(),

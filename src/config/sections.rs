@@ -4,6 +4,7 @@
 //! doc line says what).
 
 use crate::face::{Blend, ColorTransfer, FaceOrder, MaskSettings, MouthSettings, SelectorMode, SmoothSettings};
+use crate::infer::Precision;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -65,6 +66,10 @@ pub struct TierConfig {
     /// Model names from the manifests; one per role (detector, recogniser,
     /// swapper, optional enhancer).
     pub models: Vec<String>,
+    /// The float precision the tier's models run in on tract: `fp32`, or
+    /// `fp16` for CPUs with FP16 arithmetic (ONNX Runtime refuses `fp16`).
+    #[serde(default)]
+    pub precision: Precision,
 }
 
 /// Which camera the daemon reads.

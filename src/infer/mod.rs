@@ -25,7 +25,7 @@ pub use engines::{EngineError, Engines};
 #[cfg(feature = "ort")]
 pub use ort::OrtBackend;
 pub use settings::{
-    CudaSettings, EngineKind, InferenceSettings, OrtSettings, ProviderKind, TensorrtSettings, MAX_THREADS,
+    CudaSettings, EngineKind, InferenceSettings, OrtSettings, Precision, ProviderKind, TensorrtSettings, MAX_THREADS,
 };
 pub use tensor::Tensor;
 #[cfg(feature = "tract")]
@@ -218,9 +218,10 @@ pub trait Backend: Send + Sync {
     fn name(&self) -> &'static str;
 
     /// Parses, types, optimises and plans `bytes` for the given fixed input
-    /// shapes. Inputs not listed keep the shapes the file declares, which
-    /// must then be fully static.
-    fn load(&self, bytes: ModelBytes, inputs: &[InputShape]) -> Result<Arc<dyn Model>>;
+    /// shapes, its arithmetic in `precision`. Inputs not listed keep the
+    /// shapes the file declares, which must then be fully static. An engine
+    /// that cannot run `precision` says so and loads nothing.
+    fn load(&self, bytes: ModelBytes, inputs: &[InputShape], precision: Precision) -> Result<Arc<dyn Model>>;
 }
 
 /// A loaded, optimised model. Shared between threads; each thread runs it

@@ -17,7 +17,7 @@ use super::{
     fed, fix_input_shapes, Backend, InferError, InputShape, InputSpec, LoadPhases, Model, ModelBytes, Outputs,
     Placement, ProviderFailure, Result, Session, Tensor,
 };
-use super::{OrtSettings, ProviderKind};
+use super::{OrtSettings, Precision, ProviderKind};
 use options::OrtVersion;
 use ort::environment::Environment;
 use ort::session::{Session as OrtSession, SessionInputValue};
@@ -192,7 +192,13 @@ impl Backend for OrtBackend {
         "ort"
     }
 
-    fn load(&self, bytes: ModelBytes, specs: &[InputShape]) -> Result<Arc<dyn Model>> {
+    fn load(&self, bytes: ModelBytes, specs: &[InputShape], precision: Precision) -> Result<Arc<dyn Model>> {
+        if precision != Precision::Fp32 {
+            return Err(InferError::Load(format!(
+                "precision {precision} runs on tract only; on ONNX Runtime leave the tier at fp32 and set \
+                 inference.ort.tensorrt.fp16 for TensorRT's FP16 kernels"
+            )));
+        }
         let start = Instant::now();
         let (bytes, profile) = self.shape_profile(bytes, specs)?;
         let fp16 = self.settings.providers.contains(&ProviderKind::Tensorrt) && self.settings.tensorrt.fp16;

@@ -22,6 +22,28 @@ pub enum EngineKind {
     Auto,
 }
 
+/// The float precision a model's arithmetic runs in (`[[tier]] precision`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// As the file says: f32 weights and activations.
+    #[default]
+    Fp32,
+    /// tract converts the graph's f32 weights and activations to f16 (its
+    /// `f32_to_f16` transform) and picks its FP16 kernels where the CPU has
+    /// FP16 arithmetic (aarch64 `asimdhp`); elsewhere f16 is emulated.
+    Fp16,
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Precision::Fp32 => "fp32",
+            Precision::Fp16 => "fp16",
+        })
+    }
+}
+
 /// An ONNX Runtime execution provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]

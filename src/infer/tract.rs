@@ -2,7 +2,7 @@
 
 use super::{
     fed, fix_input_shapes, Backend, InferError, InputShape, InputSpec, LoadPhases, Model, ModelBytes, NodeTime,
-    Outputs, Placement, Resident, Result, Session, Tensor,
+    Outputs, Placement, Precision, Resident, Result, Session, Tensor,
 };
 use fusiond_tract_ops::tract_onnx::pb;
 use fusiond_tract_ops::tract_onnx::prelude::*;
@@ -109,7 +109,7 @@ impl Backend for TractBackend {
         "tract"
     }
 
-    fn load(&self, bytes: ModelBytes, specs: &[InputShape]) -> Result<Arc<dyn Model>> {
+    fn load(&self, bytes: ModelBytes, specs: &[InputShape], precision: Precision) -> Result<Arc<dyn Model>> {
         // Value infos are ignored because exported graphs often carry symbolic
         // batch dims that contradict the fixed shapes we impose; every input
         // shape therefore comes from `specs` or from a fully static declaration.
@@ -139,17 +139,26 @@ impl Backend for TractBackend {
         let shapes: Vec<(String, Option<Vec<usize>>)> =
             declared.iter().map(|(n, _, s)| (n.clone(), s.clone())).collect();
         let inputs = fix_input_shapes(&shapes, specs)?;
-        let input_types: Vec<DatumType> = declared.iter().map(|d| d.1).collect();
+        let declared_types: Vec<DatumType> = declared.iter().map(|d| d.1).collect();
         // After `declared_inputs`: the weights become graph inputs here.
         let weights = super::tract_import::take_weights(&mut proto, &onnx).map_err(load_err)?;
         let mut model = onnx.model_for_proto_model(&proto).map_err(load_err)?;
         drop(proto);
         super::tract_import::restore_weights(&mut model, weights).map_err(load_err)?;
         let (import, import_peak) = crate::procmem::rss();
-        for (ix, (spec, dt)) in inputs.iter().zip(&input_types).enumerate() {
+        for (ix, (spec, dt)) in inputs.iter().zip(&declared_types).enumerate() {
             model.set_input_fact(ix, InferenceFact::dt_shape(*dt, &spec.shape)).map_err(load_err)?;
         }
-        let typed = super::tract_ops::optimize(model, self.fused_ops).map_err(load_err)?;
+        let half = precision == Precision::Fp16;
+        let typed = super::tract_ops::optimize(model, self.fused_ops, half).map_err(load_err)?;
+        // At FP16 the inputs become f16 too: `values` casts what it is fed.
+        let input_types = typed
+            .input_outlets()
+            .map_err(load_err)?
+            .iter()
+            .map(|o| typed.outlet_fact(*o).map(|f| f.datum_type))
+            .collect::<TractResult<Vec<_>>>()
+            .map_err(load_err)?;
         let outputs = typed
             .output_outlets()
             .map_err(load_err)?

@@ -4,7 +4,7 @@
 
 use super::{emap, StoreError};
 use crate::catalog::Catalog;
-use crate::infer::{Engines, InputShape, LoadPhases, Model, Tensor};
+use crate::infer::{Engines, InputShape, LoadPhases, Model, Precision, Tensor};
 use crate::manifest::{Contract, Kind, ModelEntry};
 use crate::procmem::rss;
 use serde::Serialize;
@@ -84,11 +84,19 @@ pub struct Loader {
     cache: Option<PathBuf>,
     /// Whether every model is run once on zeros after loading.
     warm_up: bool,
+    /// The precision [`Loader::load`] loads at (`--precision`).
+    precision: Precision,
 }
 
 impl Loader {
     pub fn new(catalog: Catalog, engines: impl Into<Engines>) -> Loader {
-        Loader { catalog, engines: engines.into(), cache: None, warm_up: true }
+        Loader { catalog, engines: engines.into(), cache: None, warm_up: true, precision: Precision::Fp32 }
+    }
+
+    /// The same loader, loading at `precision` unless told otherwise
+    /// ([`Loader::load_as`]).
+    pub fn with_precision(self, precision: Precision) -> Loader {
+        Loader { precision, ..self }
     }
 
     /// The same loader without the warm-up run, for a command that runs
@@ -121,7 +129,7 @@ impl Loader {
     /// given fixed input shapes; no emap, no warm-up.
     pub fn load_with(&self, entry: &ModelEntry, inputs: &[InputShape]) -> Result<Arc<dyn Model>, StoreError> {
         let file = Arc::new(self.catalog.open_file(entry)?);
-        self.on_engine(entry, file, inputs)
+        self.on_engine(entry, file, inputs, self.precision)
     }
 
     fn on_engine(
@@ -129,10 +137,12 @@ impl Loader {
         entry: &ModelEntry,
         file: Arc<crate::catalog::ModelFile>,
         inputs: &[InputShape],
+        precision: Precision,
     ) -> Result<Arc<dyn Model>, StoreError> {
         let path = file.path.clone();
         let backend = self.engines.for_model(&entry.name);
-        backend.load(file, inputs).map_err(|source| StoreError::Load { name: entry.name.clone(), path, source })
+        let loaded = backend.load(file, inputs, precision);
+        loaded.map_err(|source| StoreError::Load { name: entry.name.clone(), path, source })
     }
 
     /// Model `name` (checked to be of `kind`), or the first of `kind` whose
@@ -145,12 +155,17 @@ impl Loader {
     /// Loads `entry` on its contract's input shapes, with its emap, warmed
     /// once and checked against the manifest.
     pub fn load(&self, entry: &ModelEntry) -> Result<LoadedModel, StoreError> {
+        self.load_as(entry, self.precision)
+    }
+
+    /// [`Loader::load`] at `precision`.
+    pub fn load_as(&self, entry: &ModelEntry, precision: Precision) -> Result<LoadedModel, StoreError> {
         let (rss_before, _) = rss();
         let t = Instant::now();
         let file = Arc::new(self.catalog.open_file(entry)?);
         let map = t.elapsed();
         let file_bytes = file.len() as u64;
-        let model = self.on_engine(entry, file, &entry.input_shapes())?;
+        let model = self.on_engine(entry, file, &entry.input_shapes(), precision)?;
         let emap = match entry.contract {
             Contract::Inswapper => Some(emap::load_emap(&self.catalog, entry, self.cache.as_deref())?),
             _ => None,

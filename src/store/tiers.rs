@@ -8,7 +8,7 @@ use super::stage::{StageReport, READY};
 use super::StoreError;
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::infer::Engines;
+use crate::infer::{Engines, Precision};
 use crate::manifest::{Kind, ModelEntry};
 use std::sync::{Arc, Mutex};
 
@@ -89,26 +89,39 @@ impl Store {
 
     /// Loads (or takes from the cache) model `name`, warmed up.
     pub fn model(&self, name: &str) -> Result<Arc<LoadedModel>, StoreError> {
-        if let Some(m) = self.cache.lock().map_err(|_| StoreError::Poisoned)?.get(name) {
-            return Ok(m);
-        }
-        let entry = self.loader.catalog().entry(name)?.clone();
-        self.cached_load(name, entry)
+        self.variant(name, None, Precision::Fp32)
     }
 
-    /// Model `name` at input `size` (a resizable detector), cached apart.
-    pub fn model_at(&self, name: &str, size: [u32; 2]) -> Result<Arc<LoadedModel>, StoreError> {
-        let key = format!("{name}@{}x{}", size[0], size[1]);
+    /// Model `name` at input `size` when given (a resizable detector) and
+    /// at `precision`, each variant cached apart.
+    pub fn variant(
+        &self,
+        name: &str,
+        size: Option<[u32; 2]>,
+        precision: Precision,
+    ) -> Result<Arc<LoadedModel>, StoreError> {
+        let mut key = name.to_string();
+        if let Some([w, h]) = size {
+            key += &format!("@{w}x{h}");
+        }
+        if precision != Precision::Fp32 {
+            key += &format!(":{precision}");
+        }
         if let Some(m) = self.cache.lock().map_err(|_| StoreError::Poisoned)?.get(&key) {
             return Ok(m);
         }
-        let entry = self.loader.catalog().entry(name)?.resized(size);
-        let entry = entry.map_err(|message| StoreError::Contract { model: name.into(), message })?;
-        self.cached_load(&key, entry)
+        let entry = self.loader.catalog().entry(name)?;
+        let entry = match size {
+            Some(size) => {
+                entry.resized(size).map_err(|message| StoreError::Contract { model: name.into(), message })?
+            }
+            None => entry.clone(),
+        };
+        self.cached_load(&key, entry, precision)
     }
 
-    fn cached_load(&self, name: &str, entry: crate::manifest::ModelEntry) -> Result<Arc<LoadedModel>, StoreError> {
-        let loaded = Arc::new(self.loader.load(&entry)?);
+    fn cached_load(&self, name: &str, entry: ModelEntry, precision: Precision) -> Result<Arc<LoadedModel>, StoreError> {
+        let loaded = Arc::new(self.loader.load_as(&entry, precision)?);
         log::info!("{}", loaded.timings.describe(name));
         let bytes = loaded.timings.file_bytes;
         let evicted = self.cache.lock().map_err(|_| StoreError::Poisoned)?.insert(name, loaded.clone(), bytes);
@@ -133,10 +146,11 @@ impl Store {
         let entry_of = |kind: Kind| t.models.iter().find_map(|m| catalog.entry(m).ok().filter(|e| e.kind() == kind));
         let missing = |kind: Kind| format!("it lists no {kind:?} model");
         let optional = |kind: Kind| -> Result<Option<Arc<LoadedModel>>, String> {
-            entry_of(kind).map(|e| self.model(&e.name).map_err(|e| e.to_string())).transpose()
+            entry_of(kind).map(|e| self.variant(&e.name, None, t.precision).map_err(|e| e.to_string())).transpose()
         };
         let role = |kind: Kind| optional(kind)?.ok_or_else(|| missing(kind));
-        let detector = self.detector(entry_of(Kind::Detector).ok_or_else(|| missing(Kind::Detector))?)?;
+        let detector = entry_of(Kind::Detector).ok_or_else(|| missing(Kind::Detector))?;
+        let detector = self.detector(detector, t.precision)?;
         let refiner = match self.config.pipeline.refine_size {
             0 => None,
             _ if !detector.entry.resizable => {
@@ -144,7 +158,7 @@ impl Store {
                 log::info!("tier `{name}`: detector `{d}` has a fixed input, so tracks are predicted between detections, not refined");
                 None
             }
-            n => Some(self.model_at(&detector.entry.name, [n, n]).map_err(|e| e.to_string())?),
+            n => Some(self.variant(&detector.entry.name, Some([n, n]), t.precision).map_err(|e| e.to_string())?),
         };
         Ok(TierModels {
             tier: name.to_string(),
@@ -159,15 +173,11 @@ impl Store {
 
     /// Detector `entry`, fitted to the camera's frame when
     /// `pipeline.fit_detector` is on and it is resizable.
-    fn detector(&self, entry: &ModelEntry) -> Result<Arc<LoadedModel>, String> {
+    fn detector(&self, entry: &ModelEntry, precision: Precision) -> Result<Arc<LoadedModel>, String> {
         let camera = [self.config.camera.width, self.config.camera.height];
         let size = entry.fitted(camera).input_size;
-        let loaded = if self.config.pipeline.fit_detector && size != entry.input_size {
-            self.model_at(&entry.name, size)
-        } else {
-            self.model(&entry.name)
-        };
-        loaded.map_err(|e| e.to_string())
+        let fit = self.config.pipeline.fit_detector && size != entry.input_size;
+        self.variant(&entry.name, fit.then_some(size), precision).map_err(|e| e.to_string())
     }
 
     /// Loads tier `wanted`, or the highest tier below it that loads.

@@ -7,7 +7,8 @@ use crate::util::{contract_models, image, int8_models, psnr, shared, Models};
 use fusiond::face::detect::iou;
 use fusiond::face::{Face, SelectorMode};
 use fusiond::infer::{
-    Backend, EngineKind, Engines, InferenceSettings, OrtBackend, OrtSettings, ProviderKind, Tensor, TractBackend,
+    Backend, EngineKind, Engines, InferenceSettings, OrtBackend, OrtSettings, Precision, ProviderKind, Tensor,
+    TractBackend,
 };
 use fusiond::store::Loader;
 use std::path::PathBuf;
@@ -35,7 +36,7 @@ pub fn ort_library() -> PathBuf {
     }
 }
 
-fn ort() -> Arc<OrtBackend> {
+pub(crate) fn ort() -> Arc<OrtBackend> {
     Arc::new(OrtBackend::new(OrtSettings::cpu(ort_library(), 1)).expect("ONNX Runtime loads"))
 }
 
@@ -215,7 +216,9 @@ fn an_ort_format_model_is_used_in_place_and_matches_the_onnx_file() {
 
     let backend = ort();
     let shapes = [fusiond::infer::InputShape::first(&[1, 3, 112, 112])];
-    let load = |path: &std::path::Path| backend.load(Arc::new(std::fs::read(path).unwrap()), &shapes).unwrap();
+    let load = |path: &std::path::Path| {
+        backend.load(Arc::new(std::fs::read(path).unwrap()), &shapes, Precision::Fp32).unwrap()
+    };
     let (a, b) = (load(&onnx), load(&ort_file));
     assert!(!a.placement().zero_copy && b.placement().zero_copy);
     let input =
@@ -237,7 +240,7 @@ fn one_ort_model_serves_a_session_per_thread_at_once() {
     let backend = ort();
     let shapes = [fusiond::infer::InputShape::first(&[1, 3, 112, 112])];
     let bytes = Arc::new(std::fs::read(shared("models/arcface_fr_feature.onnx")).unwrap());
-    let model = backend.load(bytes, &shapes).unwrap();
+    let model = backend.load(bytes, &shapes, Precision::Fp32).unwrap();
     let input =
         Tensor::new(&[1, 3, 112, 112], (0..3 * 112 * 112).map(|i| ((i % 255) as f32 - 127.5) / 128.0).collect())
             .unwrap();
@@ -262,7 +265,7 @@ fn one_ort_model_serves_a_session_per_thread_at_once() {
 
 #[test]
 fn a_model_that_is_not_onnx_is_refused_with_a_clear_error() {
-    let err = ort().load(Arc::new(b"not a model at all".to_vec()), &[]).err().unwrap().to_string();
+    let err = ort().load(Arc::new(b"not a model at all".to_vec()), &[], Precision::Fp32).err().unwrap().to_string();
     assert!(err.contains("cannot load model"), "{err}");
 }
 

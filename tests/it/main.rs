@@ -16,6 +16,7 @@ mod emap;
 mod engines;
 mod face_core;
 mod flood;
+mod fp16;
 mod harness;
 mod hostile;
 mod http;

@@ -3,7 +3,7 @@
 
 use crate::conv_graph::{self, Weights};
 use crate::util::{image, int8_models, shared};
-use fusiond::infer::{Backend, InputShape, Model, Tensor, TractBackend};
+use fusiond::infer::{Backend, InputShape, Model, Precision, Tensor, TractBackend};
 use std::sync::Arc;
 
 /// A real photo as ArcFace's input: 112×112, RGB planes scaled to [-1, 1].
@@ -32,7 +32,7 @@ fn frame_input() -> Tensor {
 
 fn load(backend: TractBackend, file: &std::path::Path, shape: &[usize]) -> Arc<dyn Model> {
     let bytes = Arc::new(std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display())));
-    backend.load(bytes, &[InputShape::first(shape)]).unwrap()
+    backend.load(bytes, &[InputShape::first(shape)], Precision::Fp32).unwrap()
 }
 
 /// The fused and the stock plan of `file` on `input`: both outputs (all of

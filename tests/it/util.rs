@@ -112,6 +112,11 @@ impl Models {
         Models(Loader::open(dirs, engines).expect("the manifests open"))
     }
 
+    /// The same models, loaded at `precision`.
+    pub fn at(self, precision: fusiond::infer::Precision) -> Models {
+        Models(self.0.with_precision(precision))
+    }
+
     pub fn entry(&self, name: &str) -> Result<&ModelEntry, fusiond::catalog::CatalogError> {
         self.0.catalog().entry(name)
     }

@@ -59,6 +59,8 @@ use share::share_rows;
 use std::sync::OnceLock;
 use tract_onnx::model::{OnnxOpRegister, ParsingContext};
 use tract_onnx::pb::NodeProto;
+use tract_onnx::tract_core::floats::FloatPrecisionTranslator;
+use tract_onnx::tract_core::transform::ModelTransform;
 use tract_onnx::tract_hir::internal::*;
 pub use ::{fusiond_kernels, tract_linalg, tract_onnx};
 
@@ -144,12 +146,22 @@ pub fn prepare(proto: &mut tract_onnx::pb::ModelProto) -> Prepared {
 /// tract's `into_optimized`, with fusiond's rewrites of the typed model
 /// between its declutter and codegen passes where `fused` is set: the
 /// Resizes that repeat pixels become upsamplings ([`upsample::lower`]),
-/// which needs their `sizes` folded to constants first.
-pub fn optimize(model: InferenceModel, fused: bool) -> TractResult<TypedModel> {
+/// which needs their `sizes` folded to constants first. With `half`, the
+/// decluttered graph's f32 weights and activations become f16 (tract's
+/// float translator), inputs and outputs included; fusiond's own ops, which
+/// compute in f32, keep f32 with casts around them.
+pub fn optimize(model: InferenceModel, fused: bool, half: bool) -> TractResult<TypedModel> {
     let mut typed = model.into_typed()?;
     typed.declutter()?;
     if fused && upsample::lower(&mut typed)? > 0 {
         typed.compact()?;
+    }
+    if half {
+        let to_half = FloatPrecisionTranslator::with_filter(DatumType::F32, DatumType::F16, |node| {
+            !node.op.name().starts_with("Fusiond")
+        });
+        to_half.transform(&mut typed)?;
+        typed.declutter()?;
     }
     typed.optimize()?;
     Ok(typed)
