@@ -17,7 +17,8 @@
 #   cortex-a7   armv7 NEON (the 32-bit boards)
 #
 # Each row is one configuration: stock tract (--tract-stock-ops), fusiond's
-# default, INT8 (the models/quantize twins) on both, and ONNX Runtime's own
+# default, INT8 (the models/quantize twins) on both, FP16 (--precision fp16,
+# on cortex-a76 only: the one CPU model here with FP16 arithmetic), and ONNX Runtime's own
 # aarch64 build (the PyPI wheel's libonnxruntime, through the ort feature)
 # on cortex-a76 as the anchor. A row's figure is one run's instructions: the
 # count with RUNS runs after the warm-up less the count with none, over
@@ -149,6 +150,8 @@ for cpu in "${cpus[@]}"; do
     echo "== $cpu ($arch): instructions per run ($runs runs after the warm-up, less none)"
     tract=(--engine tract --threads 1)
     stock=(--engine tract --threads 1 --tract-stock-ops)
+    half=()
+    [ "$cpu" = cortex-a76 ] && [ "$quick" != 1 ] && half=(--engine tract --threads 1 --precision fp16)
     ort=()
     if [ "$cpu" = cortex-a76 ] && [ "$quick" != 1 ]; then
         ort_anchor
@@ -161,6 +164,7 @@ for cpu in "${cpus[@]}"; do
             row "$cpu" model "$m" int8 -- "${m}_int8" "${models[@]}" "${tract[@]}"
             row "$cpu" model "$m" int8_stock -- "${m}_int8" "${models[@]}" "${stock[@]}"
         fi
+        ((${#half[@]})) && row "$cpu" model "$m" fp16 -- "$m" "${models[@]}" "${half[@]}"
         if ((${#ort[@]})); then
             ld_path=$ort_libdir
             row "$cpu" model "$m" ort -- "$m" "${models[@]}" "${ort[@]}"
@@ -178,6 +182,7 @@ for cpu in "${cpus[@]}"; do
         row "$cpu" frame "frame_${faces}face" stock -- "${f[@]}" "${fp32[@]}" "${stock[@]}"
         row "$cpu" frame "frame_${faces}face" default -- "${f[@]}" "${fp32[@]}" "${tract[@]}"
         [ "$quick" = 1 ] || row "$cpu" frame "frame_${faces}face" int8 -- "${f[@]}" "${q8[@]}" "${tract[@]}"
+        ((${#half[@]})) && row "$cpu" frame "frame_${faces}face" fp16 -- "${f[@]}" "${fp32[@]}" "${half[@]}"
         if ((${#ort[@]})); then
             ld_path=$ort_libdir
             row "$cpu" frame "frame_${faces}face" ort -- "${f[@]}" "${fp32[@]}" "${ort[@]}"

@@ -17,6 +17,7 @@ import sys
 RATIOS = [
     ("default / stock", "default", "stock", 1.00, True),
     ("INT8 / FP32", "int8", "default", 0.60, False),
+    ("FP16 / FP32", "fp16", "default", 0.60, False),
     ("INT8 stock / FP32 stock", "int8_stock", "stock", None, False),
     ("tract / ORT", "default", "ort", 1.50, False),
     ("tract INT8 / ORT INT8", "int8", "ort_int8", 1.50, False),
@@ -46,10 +47,10 @@ def main():
     for r in rows:
         groups.setdefault((r["cpu"], r["kind"], r["name"]), {})[r["config"]] = r
     lines = [
-        "| CPU | model or frame | stock M | default M | INT8 M | ORT M | "
+        "| CPU | model or frame | stock M | default M | INT8 M | FP16 M | ORT M | "
         + " | ".join(c for c, *_ in RATIOS)
         + " | kernels (default) |",
-        "|---|---|---:|---:|---:|---:|" + "---:|" * len(RATIOS) + "---|",
+        "|---|---|---:|---:|---:|---:|---:|" + "---:|" * len(RATIOS) + "---|",
     ]
     summary, broken = [], []
     for (cpu, kind, name), by in groups.items():
@@ -69,7 +70,7 @@ def main():
             if enforced and not met:
                 broken.append(f"{cpu} {name}: {column} {ratio:.3f}")
         kernels = ", ".join(by.get("default", {}).get("kernels", [])) or "–"
-        lines.append(f"| {cpu} | {name} | {mega('stock')} | {mega('default')} | {mega('int8')} | {mega('ort')} | "
+        lines.append(f"| {cpu} | {name} | {mega('stock')} | {mega('default')} | {mega('int8')} | {mega('fp16')} | {mega('ort')} | "
                      + " | ".join(cells) + f" | {kernels} |")
     table = "\n".join(lines)
     print(table)

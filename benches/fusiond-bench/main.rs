@@ -16,6 +16,7 @@ mod models;
 mod outputs;
 mod stability;
 mod stages;
+mod stream;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -37,6 +38,8 @@ enum Command {
     Models(models::Args),
     /// How steady the faces of a stream are, on synthetic pans with known geometry.
     Stability(stability::Args),
+    /// Real clips and pans through the daemon's live pipeline against detection on every frame, person by person.
+    Stream(stream::Args),
     /// The core clock, measured with a chain of dependent adds (the roofline's peak).
     Clock(clock::Args),
     /// Each model on tract, ONNX Runtime's CPU and its GPU providers: load, second start, runs, agreement.
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Command::Live(a) => live::run(a),
         Command::Models(a) => models::run(a),
         Command::Stability(a) => stability::run(a),
+        Command::Stream(a) => stream::run(a),
         Command::Clock(a) => clock::run(a),
         Command::Jpeg(a) => jpeg::run(a),
         Command::Mark(a) => mark::run(a),

@@ -80,7 +80,7 @@ pub enum Command {
 }
 
 /// Model directories and detector choice shared by the subcommands.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct ModelArgs {
     /// Model directory (repeatable; searched in order). Each uses its own
     /// manifest.toml or the built-in one. Default: $FUSIOND_MODELS

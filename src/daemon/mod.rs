@@ -32,7 +32,7 @@ mod worker;
 pub use camera::{CameraEvent, Health, SourceFactory};
 pub use notify::Notifier;
 pub use settings::DaemonSettings;
-pub use stages::fusion_pipeline;
+pub use stages::{fusion_pipeline, live_settings};
 
 use crate::capture::LatestFrame;
 use crate::config::Config;

@@ -2,10 +2,30 @@
 //! runs, and the detector and recogniser the control loop computes source
 //! identities with. Each gets sessions of its own over the shared models.
 
+use super::settings::WorkerConfig;
+use crate::control::Settings;
 use crate::face::{
-    Detector, Enhancer, FaceError, FusionPipeline, Landmarker, MaskSettings, PipelineSettings, Recognizer, Swapper,
+    Detector, Enhancer, FaceError, FusionPipeline, Landmarker, LiveSettings, MaskSettings, MouthSettings,
+    PipelineSettings, Recognizer, Swapper,
 };
 use crate::store::{LoadedModel, TierModels};
+
+/// The live pipeline's settings from the worker's config keys and the
+/// commanded settings, as the worker runs them.
+pub fn live_settings(config: &WorkerConfig, settings: &Settings) -> LiveSettings {
+    LiveSettings {
+        detect_interval: config.detect_interval,
+        blend: settings.blend,
+        selector: settings.selector,
+        smoothing: config.smoothing,
+        sticky: config.sticky,
+        reference_distance: settings.reference_distance,
+        mask: settings.mask,
+        order: settings.face_order,
+        color_transfer: settings.color_transfer,
+        mouth: MouthSettings { enabled: settings.mouth_mask, grow: config.mouth_grow, feather: config.mouth_feather },
+    }
+}
 
 fn detector(m: &LoadedModel) -> Result<Detector, FaceError> {
     Detector::new(m.entry.clone(), &*m.model)

@@ -9,7 +9,7 @@ use super::stages::fusion_pipeline;
 use super::stats::WorkerStats;
 use crate::capture::{Frame, LatestFrame};
 use crate::control::Settings;
-use crate::face::{FrameReport, LivePipeline, LiveSettings, MouthSettings, StageTimings};
+use crate::face::{FrameReport, LivePipeline, MouthSettings, StageTimings};
 use crate::http::FrameHub;
 use crate::mark::Marker;
 use crate::mqtt::{Event, FaceOut, FacesMessage, Message, Outbox, Stage, TimingsOut, Topics};
@@ -18,10 +18,6 @@ use crate::vcam::Vcam;
 use crate::vision::{encode_jpeg, RgbImage};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
-
-fn mouth(config: &WorkerConfig, s: &Settings) -> MouthSettings {
-    MouthSettings { enabled: s.mouth_mask, grow: config.mouth_grow, feather: config.mouth_feather }
-}
 
 fn ms(d: Duration) -> f32 {
     d.as_secs_f32() * 1e3
@@ -55,18 +51,7 @@ struct State {
 
 impl State {
     fn new(models: &TierModels, config: WorkerConfig, settings: &Settings) -> Result<State, String> {
-        let live = LiveSettings {
-            detect_interval: config.detect_interval,
-            blend: settings.blend,
-            selector: settings.selector,
-            smoothing: config.smoothing,
-            sticky: config.sticky,
-            reference_distance: settings.reference_distance,
-            mask: settings.mask,
-            order: settings.face_order,
-            color_transfer: settings.color_transfer,
-            mouth: mouth(&config, settings),
-        };
+        let live = super::stages::live_settings(&config, settings);
         Ok(State {
             live: LivePipeline::new(fusion_pipeline(models).map_err(|e| e.to_string())?, live),
             tier: models.tier.clone(),
@@ -116,7 +101,8 @@ impl State {
             self.live.set_mask(s.mask);
             self.live.set_face_order(s.face_order);
             self.live.set_color_transfer(s.color_transfer);
-            self.live.set_mouth(mouth(&self.config, &s));
+            let c = &self.config;
+            self.live.set_mouth(MouthSettings { enabled: s.mouth_mask, grow: c.mouth_grow, feather: c.mouth_feather });
             self.live.set_reference_distance(s.reference_distance);
         }
         if let Some(c) = p.config {

@@ -29,6 +29,8 @@ pub struct FrameReport {
     pub ages: Vec<u64>,
     /// Indices into `faces` that were swapped.
     pub swapped: Vec<usize>,
+    /// Indices into `faces` whose swap is being faded out (a turned head).
+    pub fading: Vec<usize>,
     pub timings: StageTimings,
 }
 
@@ -238,7 +240,7 @@ impl LivePipeline {
         let timings =
             StageTimings { detect, inference: t.inference + detector_inference, total: t.total + detect, ..t };
         let ages = self.tracks.iter().map(|t| t.age).collect();
-        Ok(FrameReport { detected: due, faces, ids, ages, swapped, timings })
+        Ok(FrameReport { detected: due, faces, ids, ages, swapped, fading: Vec::new(), timings })
     }
 
     /// Moves the tracks to this frame: a full detection when one is due,

@@ -15,6 +15,8 @@ mod refine;
 mod select;
 pub mod smooth;
 pub mod stability;
+pub mod stream_record;
+pub mod stream_score;
 mod swap;
 mod track;
 
