@@ -83,7 +83,8 @@ fn run_clip(args: &Args, loader: &Loader, source: &RgbImage, dir: &Path, fps: f3
     let paths = frames_of(dir, args.frames)?;
     let mut live = pipeline(args, loader, source)?;
     let mut reference = args.models.detector(loader)?;
-    let frames = paths.iter().map(|p| Ok((load_image(p).map_err(|e| fusiond::face::FaceError::NoFace(e.to_string()))?, vec![])));
+    let frames =
+        paths.iter().map(|p| Ok((load_image(p).map_err(|e| fusiond::face::FaceError::NoFace(e.to_string()))?, vec![])));
     let recorded = record(&mut live, &mut reference, frames, fps)?;
     Ok(score(&recorded, fps))
 }
@@ -176,7 +177,8 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(path) = &args.json {
         let map: serde_json::Map<String, serde_json::Value> =
             all.into_iter().map(|(k, r)| (k, serde_json::to_value(r).unwrap_or_default())).collect();
-        std::fs::write(path, serde_json::to_string_pretty(&map)?).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, serde_json::to_string_pretty(&map)?)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

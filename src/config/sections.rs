@@ -267,6 +267,10 @@ pub struct PipelineConfig {
     /// this input size on a crop around it; 0 predicts only. Needs a
     /// resizable detector.
     pub refine_size: u32,
+    /// A face turned further than this many degrees of yaw (estimated from
+    /// its landmarks) has its swap faded out over 150 ms instead of pasted
+    /// broken, and faded back in when it turns back; 90 never fades.
+    pub max_yaw_deg: f32,
     /// Run a resizable detector at the camera's aspect, not letterboxed
     /// into its square input ([`ModelEntry::fitted`](crate::manifest::ModelEntry::fitted)).
     pub fit_detector: bool,
@@ -308,6 +312,7 @@ impl Default for PipelineConfig {
             selector_hold_ms: 1000,
             smoothing: SmoothSettings::default(),
             refine_size: 224,
+            max_yaw_deg: 60.0,
             fit_detector: true,
             reference_distance: 0.3,
             mask_blur: 0.3,
@@ -340,6 +345,9 @@ impl PipelineConfig {
         }
         if !(MaskSettings { blur: self.mask_blur, padding: self.mask_padding }).is_valid() {
             return bad("pipeline: mask_blur must be within 0..=1 and each mask_padding within 0..=100");
+        }
+        if !(0.0..=90.0).contains(&self.max_yaw_deg) {
+            return bad(format!("pipeline.max_yaw_deg {} must be 0 to 90 (90 never fades)", self.max_yaw_deg));
         }
         if self.refine_size != 0 && !(32..=640).contains(&self.refine_size) {
             return bad(format!("pipeline.refine_size {} must be 0 (off) or 32 to 640", self.refine_size));

@@ -24,6 +24,7 @@ const RELOADABLE: &[&str] = &[
     "pipeline.selector_hold_ms",
     "pipeline.smoothing",
     "pipeline.refine_size",
+    "pipeline.max_yaw_deg",
     "pipeline.fit_detector",
     "pipeline.mouth_mask_grow",
     "pipeline.mouth_mask_feather",
@@ -132,6 +133,8 @@ impl DaemonSettings {
 pub struct WorkerConfig {
     pub detect_interval: Duration,
     pub smoothing: SmoothSettings,
+    /// Turned heads past this yaw have their swap faded out.
+    pub max_yaw_deg: f32,
     pub sticky: StickySettings,
     /// The mouth mask's shape (whether it is on is a command's).
     pub mouth_grow: f32,
@@ -151,6 +154,7 @@ impl WorkerConfig {
         WorkerConfig {
             detect_interval: Duration::from_millis(config.pipeline.detect_interval_ms),
             smoothing: config.pipeline.smoothing,
+            max_yaw_deg: config.pipeline.max_yaw_deg,
             mouth_grow: config.pipeline.mouth_mask_grow,
             mouth_feather: config.pipeline.mouth_mask_feather,
             sticky: StickySettings {

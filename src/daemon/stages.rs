@@ -24,6 +24,7 @@ pub fn live_settings(config: &WorkerConfig, settings: &Settings) -> LiveSettings
         order: settings.face_order,
         color_transfer: settings.color_transfer,
         mouth: MouthSettings { enabled: settings.mouth_mask, grow: config.mouth_grow, feather: config.mouth_feather },
+        max_yaw_deg: config.max_yaw_deg,
     }
 }
 

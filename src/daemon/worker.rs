@@ -107,6 +107,7 @@ impl State {
         }
         if let Some(c) = p.config {
             self.live.set_detect_interval(c.detect_interval);
+            self.live.set_max_yaw(c.max_yaw_deg);
             self.live.set_tracking(c.smoothing, c.sticky);
             let on = self.live.settings().mouth.enabled;
             self.live.set_mouth(MouthSettings { enabled: on, grow: c.mouth_grow, feather: c.mouth_feather });
@@ -241,13 +242,19 @@ fn faces_message<'a>(
         .iter()
         .zip(r.ids.iter().zip(&r.ages))
         .enumerate()
-        .map(|(i, (f, (id, age)))| FaceOut {
-            id: *id,
-            bbox: f.bbox,
-            score: f.score,
-            landmarks: f.landmarks,
-            age: *age,
-            swapped: r.swapped.contains(&i),
+        .map(|(i, (f, (id, age)))| {
+            let (yaw, pitch) = crate::face::pose::yaw_pitch(&f.landmarks);
+            FaceOut {
+                id: *id,
+                bbox: f.bbox,
+                score: f.score,
+                landmarks: f.landmarks,
+                age: *age,
+                swapped: r.swapped.contains(&i),
+                fading: r.fading.contains(&i),
+                yaw: (yaw * 10.0).round() / 10.0,
+                pitch: (pitch * 10.0).round() / 10.0,
+            }
         })
         .collect();
     let t: &StageTimings = &r.timings;

@@ -6,6 +6,7 @@
 //!
 //! Time comes in as an argument, so the cadence is testable without sleeps.
 
+use super::pose::Fader;
 use super::refine::{refine, substitute, CropBuffers};
 use super::{
     largest, Blend, ColorTransfer, Embedding, Face, FaceOrder, FusionPipeline, Mappings, MaskSettings, MouthSettings,
@@ -50,6 +51,9 @@ pub struct LiveSettings {
     pub order: FaceOrder,
     pub color_transfer: ColorTransfer,
     pub mouth: MouthSettings,
+    /// A face turned further than this (degrees of yaw) has its swap faded
+    /// out; 90 or more never fades.
+    pub max_yaw_deg: f32,
 }
 
 impl LiveSettings {
@@ -66,6 +70,7 @@ impl LiveSettings {
             order: FaceOrder::LargeSmall,
             color_transfer: ColorTransfer::None,
             mouth: MouthSettings::default(),
+            max_yaw_deg: 90.0,
         }
     }
 }
@@ -86,6 +91,8 @@ pub struct LivePipeline {
     want_reference: bool,
     /// The refiner's crops, reused from frame to frame.
     crops: CropBuffers,
+    /// Each track's swap level, for heads turned away.
+    fader: Fader,
 }
 
 impl LivePipeline {
@@ -106,6 +113,7 @@ impl LivePipeline {
             last_detect: None,
             want_reference: false,
             crops: CropBuffers::default(),
+            fader: Fader::default(),
         };
         live.set_selector(settings.selector);
         live
@@ -184,6 +192,10 @@ impl LivePipeline {
         self.settings.detect_interval = every;
     }
 
+    pub fn set_max_yaw(&mut self, degrees: f32) {
+        self.settings.max_yaw_deg = degrees;
+    }
+
     /// New smoothing and stickiness; the tracks and the chosen face stay.
     pub fn set_tracking(&mut self, smoothing: SmoothSettings, sticky: StickySettings) {
         self.settings.smoothing = smoothing;
@@ -236,11 +248,12 @@ impl LivePipeline {
                 self.lock_reference(reference, self.settings.reference_distance);
             }
         }
-        let (swapped, t) = self.swap(frame, &faces, &ids, now)?;
+        let levels = self.fader.levels(&faces, &ids, self.settings.max_yaw_deg, now);
+        let (swapped, fading, t) = self.swap(frame, &faces, &ids, &levels, now)?;
         let timings =
             StageTimings { detect, inference: t.inference + detector_inference, total: t.total + detect, ..t };
         let ages = self.tracks.iter().map(|t| t.age).collect();
-        Ok(FrameReport { detected: due, faces, ids, ages, swapped, fading: Vec::new(), timings })
+        Ok(FrameReport { detected: due, faces, ids, ages, swapped, fading, timings })
     }
 
     /// Moves the tracks to this frame: a full detection when one is due,
@@ -278,16 +291,18 @@ impl LivePipeline {
     }
 
     /// Mapped faces take their mapping's identity; the rest follow the
-    /// selector.
+    /// selector. Each face is pasted at its level (`levels`, a turned
+    /// head's fade). Returns the swapped faces and the faded ones.
     fn swap(
         &mut self,
         frame: &mut RgbImage,
         faces: &[Face],
         ids: &[u64],
+        levels: &[f32],
         now: Instant,
-    ) -> Result<(Vec<usize>, StageTimings)> {
+    ) -> Result<(Vec<usize>, Vec<usize>, StageTimings)> {
         if self.mappings.is_empty() {
-            return self.select_and_swap(frame, faces, ids, now);
+            return self.select_and_swap(frame, faces, ids, levels, now);
         }
         let tracker = &self.tracker;
         self.mappings.forget(|id| tracker.tracks().iter().any(|t| t.id == id));
@@ -295,11 +310,14 @@ impl LivePipeline {
         let with_ids: Vec<(u64, &Face)> = ids.iter().copied().zip(faces).collect();
         let distance = self.settings.reference_distance;
         let assigned = self.mappings.assign(frame, &with_ids, &mut self.fusion.recognizer, distance, &mut t)?;
-        let mut swapped = Vec::new();
+        let (mut swapped, mut fading) = (Vec::new(), Vec::new());
         for (i, m) in assigned.iter().enumerate() {
             if let Some(m) = m {
                 let latent = self.mappings.latent(*m).clone();
-                if self.fusion.swap_with(frame, &faces[i], &latent, &mut t)? {
+                if levels[i] < 1.0 {
+                    fading.push(i);
+                }
+                if levels[i] > 0.0 && self.at_level(levels[i], |f| f.swap_with(frame, &faces[i], &latent, &mut t))? {
                     swapped.push(i);
                 }
             }
@@ -307,9 +325,45 @@ impl LivePipeline {
         let rest: Vec<usize> = (0..faces.len()).filter(|i| assigned[*i].is_none()).collect();
         let sub_faces: Vec<Face> = rest.iter().map(|&i| faces[i].clone()).collect();
         let sub_ids: Vec<u64> = rest.iter().map(|&i| ids[i]).collect();
-        let (more, t2) = self.select_and_swap(frame, &sub_faces, &sub_ids, now)?;
+        let sub_levels: Vec<f32> = rest.iter().map(|&i| levels[i]).collect();
+        let (more, more_fading, t2) = self.select_and_swap(frame, &sub_faces, &sub_ids, &sub_levels, now)?;
         swapped.extend(more.iter().map(|&k| rest[k]));
-        Ok((swapped, t + t2))
+        fading.extend(more_fading.iter().map(|&k| rest[k]));
+        Ok((swapped, fading, t + t2))
+    }
+
+    /// Runs `f` on the swap stages with the blend scaled by `level`.
+    fn at_level<T>(&mut self, level: f32, f: impl FnOnce(&mut FusionPipeline) -> Result<T>) -> Result<T> {
+        let blend = self.fusion.settings.blend;
+        if level < 1.0 {
+            self.fusion.settings.blend = Blend::new(blend.percent() * level.clamp(0.0, 1.0)).unwrap_or(blend);
+        }
+        let out = f(&mut self.fusion);
+        self.fusion.settings.blend = blend;
+        out
+    }
+
+    /// Fuses `faces[picks]` (the selector still chooses among them), the
+    /// ones at level 1 together, the fading ones one by one at their level,
+    /// none at level 0. Returns the swapped and the fading faces.
+    fn fuse_at_levels(
+        &mut self,
+        frame: &mut RgbImage,
+        faces: &[Face],
+        picks: &[usize],
+        levels: &[f32],
+    ) -> Result<(Vec<usize>, Vec<usize>, StageTimings)> {
+        let full: Vec<usize> = picks.iter().copied().filter(|&i| levels[i] >= 1.0).collect();
+        let fading: Vec<usize> = picks.iter().copied().filter(|&i| levels[i] < 1.0).collect();
+        let chosen: Vec<Face> = full.iter().map(|&i| faces[i].clone()).collect();
+        let (done, mut t) = self.fusion.fuse(frame, &chosen)?;
+        let mut swapped: Vec<usize> = done.iter().map(|&k| full[k]).collect();
+        for &i in fading.iter().filter(|&&i| levels[i] > 0.0) {
+            let (done, t2) = self.at_level(levels[i], |f| f.fuse(frame, std::slice::from_ref(&faces[i])))?;
+            swapped.extend(done.iter().map(|_| i));
+            t = t + t2;
+        }
+        Ok((swapped, fading, t))
     }
 
     /// `one` swaps the face it sticks to; the other modes select in the
@@ -319,20 +373,19 @@ impl LivePipeline {
         frame: &mut RgbImage,
         faces: &[Face],
         ids: &[u64],
+        levels: &[f32],
         now: Instant,
-    ) -> Result<(Vec<usize>, StageTimings)> {
+    ) -> Result<(Vec<usize>, Vec<usize>, StageTimings)> {
         if self.settings.selector != SelectorMode::One {
-            return self.fusion.fuse(frame, faces);
+            let all: Vec<usize> = (0..faces.len()).collect();
+            return self.fuse_at_levels(frame, faces, &all, levels);
         }
         let tracker = &self.tracker;
         let alive = |id: u64| tracker.tracks().iter().any(|t| t.id == id);
         self.sticky.center = [frame.width() as f32 / 2.0, frame.height() as f32 / 2.0];
         match self.sticky.pick(faces, ids, alive, now) {
-            Some(i) => {
-                let (swapped, t) = self.fusion.fuse(frame, &faces[i..=i])?;
-                Ok((swapped.iter().map(|_| i).collect(), t))
-            }
-            None => self.fusion.fuse(frame, &[]),
+            Some(i) => self.fuse_at_levels(frame, faces, &[i], levels),
+            None => self.fuse_at_levels(frame, faces, &[], levels),
         }
     }
 }

@@ -10,6 +10,7 @@ mod live;
 mod mapping;
 mod mouth;
 mod pipeline;
+pub mod pose;
 mod recognize;
 mod refine;
 mod select;

@@ -142,6 +142,10 @@ impl std::fmt::Display for FaceOrder {
     }
 }
 
+/// `one` starts with the most frontal of the faces at least this share of
+/// the largest's area ([`Sticky`]).
+pub const SIMILAR_SIZE: f32 = 0.8;
+
 /// When `one` lets go of the face it swaps.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StickySettings {
@@ -181,12 +185,28 @@ impl Sticky {
         self.chosen
     }
 
+    /// The face to start with: the order's first, except that by size the
+    /// most frontal face (least yaw) of those within [`SIMILAR_SIZE`] of
+    /// the largest's area wins, so a profile does not take the swap from a
+    /// face of about its size that looks at the camera.
+    fn first(&self, faces: &[Face]) -> Option<usize> {
+        let first = self.order.first(faces, self.center)?;
+        if self.order != FaceOrder::LargeSmall {
+            return Some(first);
+        }
+        let similar = faces.iter().enumerate().filter(|(_, f)| f.area() >= SIMILAR_SIZE * faces[first].area());
+        // Yaws within 10° of each other count as the same pose: the larger face wins.
+        let yaw = |f: &Face| super::pose::yaw_pitch(&f.landmarks).0.abs();
+        let key = |f: &Face| ((yaw(f) / 10.0).round(), -f.area());
+        similar.min_by(|a, b| key(a.1).partial_cmp(&key(b.1)).unwrap_or(std::cmp::Ordering::Equal)).map(|(i, _)| i)
+    }
+
     /// Index into `faces` (track ids `ids`) of the face to swap. `alive`
     /// says whether a track still lives; a chosen track that lives but was
     /// not seen in this frame keeps its place and nothing is swapped. With
     /// the `large-small` order a clearly larger face takes over.
     pub fn pick(&mut self, faces: &[Face], ids: &[u64], alive: impl Fn(u64) -> bool, now: Instant) -> Option<usize> {
-        let first = self.order.first(faces, self.center)?;
+        let first = self.first(faces)?;
         let Some(chosen) = self.chosen.filter(|c| alive(*c)) else {
             self.chosen = Some(ids[first]);
             self.challenger = None;
@@ -272,6 +292,26 @@ mod tests {
         let sel = Selector::Reference { reference: r, max_distance: 0.3 };
         assert_eq!(sel.select(&[face(1.0), face(2.0)], &[far.clone(), near]), vec![1]);
         assert!(sel.select(&[face(1.0)], &[far]).is_empty());
+    }
+
+    #[test]
+    fn one_starts_with_a_frontal_face_over_a_profile_of_about_its_size() {
+        // ArcFace's template, scaled to a box of `size`, the nose moved by `turn` of it.
+        let posed = |x: f32, size: f32, turn: f32| {
+            let t = [[38.3, 51.7], [73.5, 51.5], [56.0 + turn * 112.0, 71.7], [41.5, 92.4], [70.7, 92.2]];
+            let k = size / 112.0;
+            Face { bbox: [x, 0.0, x + size, size], score: 0.9, landmarks: t.map(|[a, b]| [x + a * k, b * k]) }
+        };
+        let mut s = Sticky::new(StickySettings::default(), FaceOrder::LargeSmall);
+        let (profile, frontal) = (posed(0.0, 100.0, 0.3), posed(200.0, 92.0, 0.0));
+        assert_eq!(s.pick(&[profile.clone(), frontal.clone()], &[1, 2], |_| true, Instant::now()), Some(1));
+        let mut s = Sticky::new(StickySettings::default(), FaceOrder::LargeSmall);
+        let small = posed(200.0, 60.0, 0.0);
+        assert_eq!(
+            s.pick(&[profile, small], &[1, 2], |_| true, Instant::now()),
+            Some(0),
+            "0.36 of the area is not similar"
+        );
     }
 
     #[test]

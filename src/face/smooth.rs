@@ -72,6 +72,12 @@ pub fn iod(landmarks: &[[f32; 2]; 5]) -> f32 {
     (r[0] - l[0]).hypot(r[1] - l[1]).max(1.0)
 }
 
+/// The mean of the five landmarks.
+pub fn centre(landmarks: &[[f32; 2]; 5]) -> [f32; 2] {
+    let s = landmarks.iter().fold([0.0, 0.0], |a, p| [a[0] + p[0], a[1] + p[1]]);
+    [s[0] / 5.0, s[1] / 5.0]
+}
+
 /// The filter state of one track.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FaceFilter {
@@ -154,14 +160,9 @@ fn mean_distance(a: &[[f32; 2]; 5], b: &[[f32; 2]; 5]) -> f32 {
     a.iter().zip(b).map(|(p, q)| (p[0] - q[0]).hypot(p[1] - q[1])).sum::<f32>() / 5.0
 }
 
-fn centroid(lm: &[[f32; 2]; 5]) -> [f32; 2] {
-    let s = lm.iter().fold([0.0, 0.0], |acc, p| [acc[0] + p[0], acc[1] + p[1]]);
-    [s[0] / 5.0, s[1] / 5.0]
-}
-
 /// `face` with landmarks `lm`, its box moved and scaled with them.
 fn moved(face: &Face, lm: [[f32; 2]; 5]) -> Face {
-    let (from, to) = (centroid(&face.landmarks), centroid(&lm));
+    let (from, to) = (centre(&face.landmarks), centre(&lm));
     let k = iod(&lm) / iod(&face.landmarks);
     let b = face.bbox;
     let map = |x: f32, y: f32| [to[0] + (x - from[0]) * k, to[1] + (y - from[1]) * k];

@@ -4,7 +4,7 @@
 //! the persons' positions there. Figures are in % of each person's
 //! inter-ocular distance (IOD) in the photo. Pure arithmetic, no IO.
 
-use super::smooth::iod;
+use super::smooth::{centre, iod};
 use super::{LivePipeline, Result};
 use crate::vision::{Affine, RgbImage};
 use std::time::{Duration, Instant};
@@ -90,11 +90,6 @@ fn map(a: &Affine, p: &Points) -> Points {
     })
 }
 
-fn centroid(p: &Points) -> [f32; 2] {
-    let s = p.iter().fold([0.0, 0.0], |a, q| [a[0] + q[0], a[1] + q[1]]);
-    [s[0] / 5.0, s[1] / 5.0]
-}
-
 fn dist2(a: &Points, b: &Points) -> f32 {
     a.iter().zip(b).map(|(p, q)| (p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2)).sum::<f32>() / 5.0
 }
@@ -113,10 +108,10 @@ pub fn persons(records: &[FrameRecord]) -> Vec<Points> {
     let mut groups: Vec<(Points, usize)> = Vec::new();
     for frame in in_photo(records) {
         for p in frame {
-            let c = centroid(&p);
+            let c = centre(&p);
             let near = groups.iter_mut().find(|(sum, n)| {
                 let mean = sum.map(|[x, y]| [x / *n as f32, y / *n as f32]);
-                let m = centroid(&mean);
+                let m = centre(&mean);
                 (m[0] - c[0]).hypot(m[1] - c[1]) < 0.5 * iod(&mean)
             });
             match near {
@@ -138,11 +133,11 @@ pub fn persons(records: &[FrameRecord]) -> Vec<Points> {
 /// The person a face (photo coordinates) belongs to: the nearest within
 /// one IOD.
 fn person_of(p: &Points, truth: &[Points]) -> Option<usize> {
-    let c = centroid(p);
+    let c = centre(p);
     truth
         .iter()
         .enumerate()
-        .map(|(i, t)| (i, centroid(t), iod(t)))
+        .map(|(i, t)| (i, centre(t), iod(t)))
         .filter(|(_, m, s)| (m[0] - c[0]).hypot(m[1] - c[1]) < *s)
         .min_by(|a, b| {
             let d = |m: [f32; 2]| (m[0] - c[0]).hypot(m[1] - c[1]);
@@ -265,7 +260,7 @@ pub fn flips_by_order(records: &[FrameRecord]) -> usize {
     let mut last: Option<usize> = None;
     for r in records.iter().filter(|r| r.faces.len() == usual) {
         let mut order: Vec<&Observed> = r.faces.iter().collect();
-        order.sort_by(|a, b| centroid(&a.landmarks)[0].total_cmp(&centroid(&b.landmarks)[0]));
+        order.sort_by(|a, b| centre(&a.landmarks)[0].total_cmp(&centre(&b.landmarks)[0]));
         let now = order.iter().position(|o| o.swapped);
         if let (Some(before), Some(now)) = (last, now) {
             flips += usize::from(before != now);

@@ -10,7 +10,7 @@
 //! of. Figures are in % of the person's inter-ocular distance (IOD) on
 //! that frame.
 
-use super::smooth::iod;
+use super::smooth::{centre, iod};
 
 type Points = [[f32; 2]; 5];
 
@@ -86,13 +86,8 @@ pub struct StreamReport {
     pub flips: usize,
 }
 
-fn centroid(p: &Points) -> [f32; 2] {
-    let s = p.iter().fold([0.0, 0.0], |a, q| [a[0] + q[0], a[1] + q[1]]);
-    [s[0] / 5.0, s[1] / 5.0]
-}
-
 fn apart(a: &Points, b: &Points) -> f32 {
-    let (p, q) = (centroid(a), centroid(b));
+    let (p, q) = (centre(a), centre(b));
     (p[0] - q[0]).hypot(p[1] - q[1])
 }
 
@@ -200,9 +195,8 @@ fn jitter<'a>(
     output: &dyn Fn(usize) -> Option<&'a Points>,
 ) -> (f32, f32) {
     let second = |p: [&Points; 3], scale: f32| {
-        let d: f32 = (0..5)
-            .map(|i| (0..2).map(|j| (p[2][i][j] - 2.0 * p[1][i][j] + p[0][i][j]).powi(2)).sum::<f32>())
-            .sum();
+        let d: f32 =
+            (0..5).map(|i| (0..2).map(|j| (p[2][i][j] - 2.0 * p[1][i][j] + p[0][i][j]).powi(2)).sum::<f32>()).sum();
         d / 5.0 / (scale * scale)
     };
     let (mut out, mut refs, mut count) = (0.0, 0.0, 0usize);
@@ -226,9 +220,9 @@ fn errors(frames: &[StreamFrame], refs: &[Option<usize>], outs: &[Option<usize>]
     for (t, f) in frames.iter().enumerate() {
         let (Some(r), Some(o)) = (refs[t], outs[t]) else { continue };
         let r = &f.reference[r];
-        let Some(truth) = f.truth.iter().filter(|g| apart(g, r) < 0.5 * iod(g)).min_by(|a, b| {
-            apart(a, r).total_cmp(&apart(b, r))
-        }) else {
+        let Some(truth) =
+            f.truth.iter().filter(|g| apart(g, r) < 0.5 * iod(g)).min_by(|a, b| apart(a, r).total_cmp(&apart(b, r)))
+        else {
             continue;
         };
         let scale = iod(truth).max(1.0).powi(2);
@@ -250,7 +244,8 @@ fn lag<'a>(
     let cost = |shift: i32| {
         let at = |t: i32| usize::try_from(t - shift).ok().filter(|s| *s < n);
         let pairs = (0..n as i32).filter_map(|t| Some((output(t as usize)?, reference(at(t)?)?)));
-        let (sum, count) = pairs.fold((0.0, 0usize), |(s, c), (o, r)| (s + dist2(o, r) / iod(r).max(1.0).powi(2), c + 1));
+        let (sum, count) =
+            pairs.fold((0.0, 0usize), |(s, c), (o, r)| (s + dist2(o, r) / iod(r).max(1.0).powi(2), c + 1));
         if count == 0 {
             f32::INFINITY
         } else {
@@ -287,7 +282,8 @@ fn dropouts(frames: &[StreamFrame], refs: &[Option<usize>], outs: &[Option<usize
 #[allow(clippy::needless_range_loop)] // `t` indexes every person's frames
 fn flips(frames: &[StreamFrame], persons: &[Vec<Option<usize>>], outs: &[Vec<Option<usize>>]) -> usize {
     let swapped = |t: usize| {
-        (0..persons.len()).find(|k| outs[*k][t].is_some_and(|o| frames[t].output[o].swapped || frames[t].output[o].fading))
+        (0..persons.len())
+            .find(|k| outs[*k][t].is_some_and(|o| frames[t].output[o].swapped || frames[t].output[o].fading))
     };
     let (mut flips, mut last): (usize, Option<usize>) = (0, None);
     for t in 0..frames.len() {

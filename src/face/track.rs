@@ -1,13 +1,22 @@
 //! Tracking faces between detections: detections are matched to the
-//! tracks' predicted boxes by IoU (greedy, best pairs first), unmatched
-//! detections start new tracks, and a track survives a few missed
-//! detections before it ends. Each track's landmarks go through its own
-//! [`FaceFilter`]; between detections the tracks are moved to where their
-//! motion says they are.
+//! tracks' predicted boxes by IoU (greedy, best pairs first), then the
+//! rest by the distance of their landmarks from where each track's motion
+//! puts it; unmatched detections start new tracks, and a track is held
+//! through missed detections for [`HOLD_S`] before it ends. Each track's
+//! landmarks go through its own [`FaceFilter`]; between detections the
+//! tracks are moved to where their motion says they are.
 
 use super::detect::iou;
-use super::smooth::{FaceFilter, SmoothSettings};
+use super::smooth::{centre, iod, FaceFilter, SmoothSettings};
 use super::Face;
+
+/// How long a track is held through missed detections, seconds.
+pub const HOLD_S: f64 = 0.5;
+/// The second match: a detection whose landmarks' centre lies within this
+/// many IODs of a track's predicted centre, at an IOD within
+/// 1/`MAX_SCALE`..`MAX_SCALE` of the track's, continues it.
+const NEAR_IOD: f32 = 0.6;
+const MAX_SCALE: f32 = 1.6;
 
 /// A face with a stable id across frames.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -21,6 +30,9 @@ pub struct Tracked {
     /// Consecutive detections this track was not matched in.
     #[serde(skip)]
     pub missed: u32,
+    /// When a detection last matched it, seconds on the tracker's clock.
+    #[serde(skip)]
+    seen_at: f64,
     #[serde(skip)]
     filter: FaceFilter,
 }
@@ -31,14 +43,14 @@ pub struct Tracker {
     next_id: u64,
     /// Smallest IoU that continues a track.
     pub min_iou: f32,
-    /// Missed detections after which a track ends.
-    pub max_missed: u32,
+    /// Seconds without a matching detection after which a track ends.
+    pub hold_s: f64,
     pub smoothing: SmoothSettings,
 }
 
 impl Default for Tracker {
     fn default() -> Self {
-        Tracker { tracks: Vec::new(), next_id: 1, min_iou: 0.3, max_missed: 2, smoothing: SmoothSettings::OFF }
+        Tracker { tracks: Vec::new(), next_id: 1, min_iou: 0.3, hold_s: HOLD_S, smoothing: SmoothSettings::OFF }
     }
 }
 
@@ -55,6 +67,9 @@ impl Tracker {
         for (i, track) in self.tracks.iter_mut().enumerate() {
             let seen = track_of.contains(&Some(i));
             track.missed = if seen { 0 } else { track.missed + 1 };
+            if seen {
+                track.seen_at = t;
+            }
             track.age += 1;
         }
         let mut seen = Vec::with_capacity(faces.len());
@@ -69,14 +84,14 @@ impl Tracker {
                     let filter = FaceFilter::new(face, t);
                     let id = self.next_id;
                     self.next_id += 1;
-                    self.tracks.push(Tracked { id, face: face.clone(), age: 1, missed: 0, filter });
+                    self.tracks.push(Tracked { id, face: face.clone(), age: 1, missed: 0, seen_at: t, filter });
                     self.tracks.len() - 1
                 }
             };
             seen.push(self.tracks[t_ix].clone());
         }
-        let max_missed = self.max_missed;
-        self.tracks.retain(|t| t.missed <= max_missed);
+        let hold = self.hold_s;
+        self.tracks.retain(|k| t - k.seen_at <= hold + 1e-9);
         seen
     }
 
@@ -118,27 +133,18 @@ impl Tracker {
     }
 
     /// For each detection, the track it continues: pairs by IoU against
-    /// where each track is predicted to be at `t`.
+    /// where each track is predicted to be at `t`, best first, then the
+    /// rest by the distance of the landmarks' centres, nearest first.
     fn match_detections(&self, faces: &[Face], t: f64) -> Vec<Option<usize>> {
-        let mut pairs: Vec<(f32, usize, usize)> = Vec::new();
-        for (k, track) in self.tracks.iter().enumerate() {
-            let at = track.filter.predict(t, &self.smoothing);
-            for (d, face) in faces.iter().enumerate() {
-                let o = iou(&at.bbox, &face.bbox);
-                if o >= self.min_iou {
-                    pairs.push((o, k, d));
-                }
-            }
-        }
-        pairs.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let predicted: Vec<Face> = self.tracks.iter().map(|k| k.filter.predict(t, &self.smoothing)).collect();
         let mut track_of: Vec<Option<usize>> = vec![None; faces.len()];
         let mut used = vec![false; self.tracks.len()];
-        for (_, k, d) in pairs {
-            if !used[k] && track_of[d].is_none() {
-                used[k] = true;
-                track_of[d] = Some(k);
-            }
-        }
+        let by_overlap = |at: &Face, face: &Face| {
+            let o = iou(&at.bbox, &face.bbox);
+            (o >= self.min_iou).then_some(-o)
+        };
+        pair_greedily(&predicted, faces, by_overlap, &mut used, &mut track_of);
+        pair_greedily(&predicted, faces, near, &mut used, &mut track_of);
         track_of
     }
 
@@ -146,6 +152,41 @@ impl Tracker {
     pub fn tracks(&self) -> &[Tracked] {
         &self.tracks
     }
+}
+
+/// Pairs the free tracks (`used` false) with the free detections by
+/// `cost` (None: no pair), least first, each at most once.
+fn pair_greedily(
+    tracks: &[Face],
+    faces: &[Face],
+    cost: impl Fn(&Face, &Face) -> Option<f32>,
+    used: &mut [bool],
+    track_of: &mut [Option<usize>],
+) {
+    let mut pairs: Vec<(f32, usize, usize)> = Vec::new();
+    for (k, at) in tracks.iter().enumerate().filter(|(k, _)| !used[*k]) {
+        for (d, face) in faces.iter().enumerate().filter(|(d, _)| track_of[*d].is_none()) {
+            if let Some(c) = cost(at, face) {
+                pairs.push((c, k, d));
+            }
+        }
+    }
+    pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (_, k, d) in pairs {
+        if !used[k] && track_of[d].is_none() {
+            used[k] = true;
+            track_of[d] = Some(k);
+        }
+    }
+}
+
+/// A detection near a track's predicted landmarks at a similar scale: the
+/// distance of their centres in the track's IODs.
+fn near(at: &Face, face: &Face) -> Option<f32> {
+    let (a, b) = (centre(&at.landmarks), centre(&face.landmarks));
+    let (scale, other) = (iod(&at.landmarks).max(1.0), iod(&face.landmarks).max(1.0));
+    let d = (a[0] - b[0]).hypot(a[1] - b[1]) / scale;
+    (d < NEAR_IOD && other / scale < MAX_SCALE && scale / other < MAX_SCALE).then_some(d)
 }
 
 #[cfg(test)]
@@ -169,17 +210,29 @@ mod tests {
     }
 
     #[test]
-    fn tracks_survive_short_gaps_and_end_after_max_missed() {
+    fn tracks_are_held_through_half_a_second_of_misses_and_end_after() {
         let mut t = Tracker::default();
         t.update(&[face(0.0)], 0.0);
-        t.update(&[], 0.1);
-        t.update(&[], 0.2);
-        assert_eq!(t.update(&[face(1.0)], 0.3)[0].id, 1, "two misses are bridged");
-        for i in 0..3 {
-            t.update(&[], 0.4 + i as f64 * 0.1);
+        for i in 1..6 {
+            t.update(&[], i as f64 * 0.1);
         }
-        assert!(t.tracks().is_empty());
-        assert_eq!(t.update(&[face(1.0)], 1.0)[0].id, 2);
+        assert_eq!(t.update(&[face(1.0)], 0.5)[0].id, 1, "0.5 s of misses are bridged");
+        for i in 6..11 {
+            t.update(&[], 0.5 + i as f64 * 0.1);
+        }
+        assert!(t.tracks().is_empty(), "{:?}", t.tracks());
+        assert_eq!(t.update(&[face(1.0)], 1.6)[0].id, 2);
+    }
+
+    #[test]
+    fn a_detection_that_misses_the_box_but_sits_on_the_landmarks_continues_the_track() {
+        let mut t = Tracker::default();
+        t.update(&[face(0.0)], 0.0);
+        // The same landmarks in a box a refinement gave wildly wrong.
+        let mut odd = face(1.0);
+        odd.bbox = [-20.0, -20.0, 40.0, 40.0];
+        assert_eq!(t.update(&[odd], 0.1)[0].id, 1);
+        assert_eq!(t.update(&[face(40.0)], 0.2)[0].id, 2, "a face 10 IODs away is another person");
     }
 
     #[test]

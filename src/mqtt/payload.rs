@@ -117,6 +117,13 @@ pub struct FaceOut {
     /// Frames the track has been live.
     pub age: u64,
     pub swapped: bool,
+    /// The swap is being faded out (or back in): the head is turned past
+    /// `pipeline.max_yaw_deg`, or was a moment ago.
+    pub fading: bool,
+    /// Head pose from the landmarks, degrees: yaw positive with the nose
+    /// toward the image's right, pitch positive looking up.
+    pub yaw: f32,
+    pub pitch: f32,
 }
 
 /// Milliseconds per stage of one frame.
