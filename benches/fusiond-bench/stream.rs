@@ -45,10 +45,23 @@ pub struct Args {
     /// Writes every report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Overrides pipeline.smoothing.min_cutoff_hz (to tune it).
+    #[arg(long)]
+    min_cutoff_hz: Option<f32>,
+    /// Overrides pipeline.smoothing.beta.
+    #[arg(long)]
+    beta: Option<f32>,
+    /// Overrides pipeline.smoothing.jitter_iod.
+    #[arg(long)]
+    jitter_iod: Option<f32>,
 }
 
 fn pipeline(args: &Args, loader: &Loader, source: &RgbImage) -> Result<LivePipeline> {
-    let config = Config::default();
+    let mut config = Config::default();
+    let s = &mut config.pipeline.smoothing;
+    s.min_cutoff_hz = args.min_cutoff_hz.unwrap_or(s.min_cutoff_hz);
+    s.beta = args.beta.unwrap_or(s.beta);
+    s.jitter_iod = args.jitter_iod.unwrap_or(s.jitter_iod);
     let daemon = DaemonSettings::from_config(&config)?;
     let mut models = args.models.clone();
     models.fit_detector(loader, FRAME)?;

@@ -11,6 +11,10 @@ use super::Face;
 use serde::{Deserialize, Serialize};
 use std::f32::consts::PI;
 
+/// The detector's jitter that does not shrink with the face, pixels: about
+/// a pixel of the detector's input grid at the scale faces are found at.
+pub const NOISE_PX: f32 = 1.0;
+
 /// How a track's landmarks are filtered and predicted.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -140,7 +144,8 @@ impl FaceFilter {
         // jitter the gain stays at its floor; beyond it (the face started,
         // stopped or turned) it rises at once.
         let mean = residual.iter().fold([0.0, 0.0], |a, r| [a[0] + r[0] / 5.0, a[1] + r[1] / 5.0]);
-        let surprise = (mean[0].hypot(mean[1]) / iod(&raw.landmarks) - s.jitter_iod).max(0.0) / dt;
+        let scale = iod(&raw.landmarks);
+        let surprise = (mean[0].hypot(mean[1]) / scale - noise_iod(s, scale, raw.score)).max(0.0) / dt;
         let a = alpha(s.min_cutoff_hz + s.beta * surprise, dt);
         let b = if s.predict { a * a / (2.0 - a) } else { 0.0 };
         let mut lm = predicted.landmarks;
@@ -154,6 +159,15 @@ impl FaceFilter {
         self.t = t;
         &self.face
     }
+}
+
+/// The detector's jitter for a face of `iod` pixels and `score`, in IOD:
+/// `jitter_iod` plus [`NOISE_PX`] pixels, which weigh more the smaller the
+/// face, raised as the score falls (to twice at a score of 0.5). Residuals
+/// within it do not raise the cutoff, so small and doubtful faces are
+/// smoothed harder.
+fn noise_iod(s: &SmoothSettings, iod: f32, score: f32) -> f32 {
+    (s.jitter_iod + NOISE_PX / iod.max(1.0)) / score.clamp(0.5, 1.0)
 }
 
 fn mean_distance(a: &[[f32; 2]; 5], b: &[[f32; 2]; 5]) -> f32 {
