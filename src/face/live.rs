@@ -272,18 +272,22 @@ impl LivePipeline {
             // detection frames too, so each track's filter sees one
             // detector's bias; the full detection decides births and ends.
             if let Some(refiner) = self.fusion.refiner.as_mut() {
-                let (found, spent) = refine(refiner, &mut self.crops, frame, &self.tracker.predicted(t))?;
-                substitute(&mut faces, &found);
-                inference += spent;
+                let refined = refine(refiner, &mut self.crops, frame, &self.tracker.predicted(t))?;
+                substitute(&mut faces, &refined.found);
+                inference += refined.inference;
             }
             self.tracks = self.tracker.update(&faces, t);
             self.last_detect = Some(now);
         } else {
             self.tracker.predict(&mut self.tracks, t);
             if let Some(refiner) = self.fusion.refiner.as_mut() {
-                let (found, spent) = refine(refiner, &mut self.crops, frame, &self.tracks)?;
-                self.tracker.correct(&mut self.tracks, &found, t);
-                inference += spent;
+                let refined = refine(refiner, &mut self.crops, frame, &self.tracks)?;
+                self.tracker.correct(&mut self.tracks, &refined.found, t);
+                // A face whose crop holds no face any more has left or is
+                // hidden: it is not put out (nor swapped) until a detection
+                // finds it again; its track is held for that.
+                self.tracks.retain(|k| !refined.empty.contains(&k.id));
+                inference += refined.inference;
             }
         }
         let detect = if due || self.fusion.refiner.is_some() { started.elapsed() } else { Duration::ZERO };

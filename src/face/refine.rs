@@ -31,13 +31,14 @@ fn mirror_into(src: &RgbImage, dst: &mut RgbImage) {
 /// to the refiner's input, and on the crop's mirror image: the two are
 /// averaged, which cancels much of the detector's left-right bias. The
 /// detection that overlaps the prediction most (IoU at least 0.3) wins.
-/// Also returns the time spent inside the engine.
+/// Returns those faces, the tracks whose crop held no face at all (gone or
+/// hidden), and the time spent inside the engine.
 pub fn refine(
     detector: &mut Detector,
     buffers: &mut CropBuffers,
     frame: &RgbImage,
     tracks: &[Tracked],
-) -> Result<(Vec<(u64, Face)>, Duration)> {
+) -> Result<Refined> {
     let [w, h] = detector.entry().input_size;
     let side = w.min(h) as f32;
     let CropBuffers { crop, mirrored } = buffers;
@@ -45,7 +46,7 @@ pub fn refine(
         *crop = RgbImage::new(side as u32, side as u32);
         *mirrored = crop.clone();
     }
-    let mut found = Vec::new();
+    let (mut found, mut empty) = (Vec::new(), Vec::new());
     let mut inference = Duration::ZERO;
     for track in tracks {
         let b = track.face.bbox;
@@ -60,6 +61,9 @@ pub fn refine(
         warp_affine_into(frame, &to_crop, crop);
         let faces = detector.detect(crop)?;
         inference += detector.last_inference;
+        if faces.is_empty() {
+            empty.push(track.id);
+        }
         let Some(face) = best_overlap(faces, &back, &b, 0.3) else { continue };
         mirror_into(crop, mirrored);
         let unmirror = Affine([-1.0, 0.0, side - 1.0, 0.0, 1.0, 0.0]);
@@ -73,7 +77,17 @@ pub fn refine(
             found.push((track.id, face));
         }
     }
-    Ok((found, inference))
+    Ok(Refined { found, empty, inference })
+}
+
+/// What [`refine`] found.
+pub struct Refined {
+    /// Each track found again, with its face.
+    pub found: Vec<(u64, Face)>,
+    /// Tracks whose crop held no face at all.
+    pub empty: Vec<u64>,
+    /// Time inside the engine.
+    pub inference: Duration,
 }
 
 /// Whether a refined face agrees with the track it refines: its landmarks'

@@ -26,6 +26,7 @@ mod mark;
 mod mtls;
 mod stability;
 mod store;
+mod stream;
 mod systemd;
 mod tract_ops;
 mod util;
