@@ -141,13 +141,25 @@ fn apply(a: &Affine, x: f32, y: f32) -> [f32; 2] {
 fn print_report(name: &str, r: &StreamReport) {
     println!("{name}: {} persons, {} flips", r.persons.len(), r.flips);
     println!(
-        "  {:>6} {:>6} {:>8} {:>8} {:>7} {:>8} {:>8} {:>4} {:>6} {:>5} {:>5} {:>4}",
-        "IOD px", "frames", "jitter", "ref jit", "ratio", "err", "ref err", "ids", "cover", "drops", "fades", "lag"
+        "  {:>6} {:>6} {:>8} {:>8} {:>7} {:>8} {:>8} {:>4} {:>4} {:>6} {:>5} {:>5} {:>4}",
+        "IOD px",
+        "frames",
+        "jitter",
+        "ref jit",
+        "ratio",
+        "err",
+        "ref err",
+        "ids",
+        "sw",
+        "cover",
+        "drops",
+        "fades",
+        "lag"
     );
     for p in &r.persons {
         let opt = |v: Option<f32>| v.map_or("–".into(), |v| format!("{v:.1}"));
         println!(
-            "  {:>6.1} {:>6} {:>8.2} {:>8.2} {:>6.2}× {:>8} {:>8} {:>4} {:>5.0}% {:>5} {:>5} {:>4}",
+            "  {:>6.1} {:>6} {:>8.2} {:>8.2} {:>6.2}× {:>8} {:>8} {:>4} {:>4} {:>5.0}% {:>5} {:>5} {:>4}",
             p.iod_px,
             p.frames,
             p.jitter,
@@ -156,6 +168,7 @@ fn print_report(name: &str, r: &StreamReport) {
             opt(p.error),
             opt(p.error_reference),
             p.ids,
+            p.id_switches,
             100.0 * p.coverage,
             p.dropouts,
             p.fades,
@@ -185,7 +198,8 @@ pub fn run(args: Args) -> Result<()> {
         all.push((format!("pan:{}", photo.display()), r));
     }
     println!("  jitter: RMS second difference of the landmarks; ratio: against detection on every frame (ref)");
-    println!("  err: RMS distance from the truth (pans); ids: track ids the person got; cover: frames put out");
+    println!("  err: RMS distance from the truth (pans); ids: track ids the person got; sw: id changes within 0.5 s");
+    println!("  cover: frames put out");
     println!("  drops: frames in view, swapped before, swapped no longer; lag: frames behind detection");
     if let Some(path) = &args.json {
         let map: serde_json::Map<String, serde_json::Value> =

@@ -283,10 +283,13 @@ impl LivePipeline {
             if let Some(refiner) = self.fusion.refiner.as_mut() {
                 let refined = refine(refiner, &mut self.crops, frame, &self.tracks)?;
                 self.tracker.correct(&mut self.tracks, &refined.found, t);
-                // A face whose crop holds no face any more has left or is
-                // hidden: it is not put out (nor swapped) until a detection
-                // finds it again; its track is held for that.
-                self.tracks.retain(|k| !refined.empty.contains(&k.id));
+                // A face at the frame's edge whose crop holds no face any
+                // more has left: it is not put out (nor swapped) until a
+                // detection finds it again; its track is held for that.
+                // Inside the frame one empty crop is the refiner's miss.
+                let (w, h) = (frame.width() as f32, frame.height() as f32);
+                let at_edge = |b: &[f32; 4]| b[0] <= 0.0 || b[1] <= 0.0 || b[2] >= w - 1.0 || b[3] >= h - 1.0;
+                self.tracks.retain(|k| !(refined.empty.contains(&k.id) && at_edge(&k.face.bbox)));
                 inference += refined.inference;
             }
         }
@@ -321,7 +324,9 @@ impl LivePipeline {
                 if levels[i] < 1.0 {
                     fading.push(i);
                 }
-                if levels[i] > 0.0 && self.at_level(levels[i], |f| f.swap_with(frame, &faces[i], &latent, &mut t))? {
+                if levels[i] > 0.0
+                    && self.fusion.at_level(levels[i], |f| f.swap_with(frame, &faces[i], &latent, &mut t))?
+                {
                     swapped.push(i);
                 }
             }
@@ -336,40 +341,6 @@ impl LivePipeline {
         Ok((swapped, fading, t + t2))
     }
 
-    /// Runs `f` on the swap stages with the blend scaled by `level`.
-    fn at_level<T>(&mut self, level: f32, f: impl FnOnce(&mut FusionPipeline) -> Result<T>) -> Result<T> {
-        let blend = self.fusion.settings.blend;
-        if level < 1.0 {
-            self.fusion.settings.blend = Blend::new(blend.percent() * level.clamp(0.0, 1.0)).unwrap_or(blend);
-        }
-        let out = f(&mut self.fusion);
-        self.fusion.settings.blend = blend;
-        out
-    }
-
-    /// Fuses `faces[picks]` (the selector still chooses among them), the
-    /// ones at level 1 together, the fading ones one by one at their level,
-    /// none at level 0. Returns the swapped and the fading faces.
-    fn fuse_at_levels(
-        &mut self,
-        frame: &mut RgbImage,
-        faces: &[Face],
-        picks: &[usize],
-        levels: &[f32],
-    ) -> Result<(Vec<usize>, Vec<usize>, StageTimings)> {
-        let full: Vec<usize> = picks.iter().copied().filter(|&i| levels[i] >= 1.0).collect();
-        let fading: Vec<usize> = picks.iter().copied().filter(|&i| levels[i] < 1.0).collect();
-        let chosen: Vec<Face> = full.iter().map(|&i| faces[i].clone()).collect();
-        let (done, mut t) = self.fusion.fuse(frame, &chosen)?;
-        let mut swapped: Vec<usize> = done.iter().map(|&k| full[k]).collect();
-        for &i in fading.iter().filter(|&&i| levels[i] > 0.0) {
-            let (done, t2) = self.at_level(levels[i], |f| f.fuse(frame, std::slice::from_ref(&faces[i])))?;
-            swapped.extend(done.iter().map(|_| i));
-            t = t + t2;
-        }
-        Ok((swapped, fading, t))
-    }
-
     /// `one` swaps the face it sticks to; the other modes select in the
     /// swap stages.
     fn select_and_swap(
@@ -382,14 +353,14 @@ impl LivePipeline {
     ) -> Result<(Vec<usize>, Vec<usize>, StageTimings)> {
         if self.settings.selector != SelectorMode::One {
             let all: Vec<usize> = (0..faces.len()).collect();
-            return self.fuse_at_levels(frame, faces, &all, levels);
+            return self.fusion.fuse_at_levels(frame, faces, &all, levels);
         }
         let tracker = &self.tracker;
         let alive = |id: u64| tracker.tracks().iter().any(|t| t.id == id);
         self.sticky.center = [frame.width() as f32 / 2.0, frame.height() as f32 / 2.0];
         match self.sticky.pick(faces, ids, alive, now) {
-            Some(i) => self.fuse_at_levels(frame, faces, &[i], levels),
-            None => self.fuse_at_levels(frame, faces, &[], levels),
+            Some(i) => self.fusion.fuse_at_levels(frame, faces, &[i], levels),
+            None => self.fusion.fuse_at_levels(frame, faces, &[], levels),
         }
     }
 }

@@ -155,6 +155,40 @@ impl FusionPipeline {
         Ok((swapped, t))
     }
 
+    /// Runs `f` on the swap stages with the blend scaled by `level`.
+    pub fn at_level<T>(&mut self, level: f32, f: impl FnOnce(&mut FusionPipeline) -> Result<T>) -> Result<T> {
+        let blend = self.settings.blend;
+        if level < 1.0 {
+            self.settings.blend = Blend::new(blend.percent() * level.clamp(0.0, 1.0)).unwrap_or(blend);
+        }
+        let out = f(self);
+        self.settings.blend = blend;
+        out
+    }
+
+    /// Fuses `faces[picks]` (the selector still chooses among them), the
+    /// ones at level 1 together, the fading ones one by one at their level,
+    /// none at level 0. Returns the swapped and the fading faces.
+    pub fn fuse_at_levels(
+        &mut self,
+        frame: &mut RgbImage,
+        faces: &[Face],
+        picks: &[usize],
+        levels: &[f32],
+    ) -> Result<(Vec<usize>, Vec<usize>, StageTimings)> {
+        let full: Vec<usize> = picks.iter().copied().filter(|&i| levels[i] >= 1.0).collect();
+        let fading: Vec<usize> = picks.iter().copied().filter(|&i| levels[i] < 1.0).collect();
+        let chosen: Vec<Face> = full.iter().map(|&i| faces[i].clone()).collect();
+        let (done, mut t) = self.fuse(frame, &chosen)?;
+        let mut swapped: Vec<usize> = done.iter().map(|&k| full[k]).collect();
+        for &i in fading.iter().filter(|&&i| levels[i] > 0.0) {
+            let (done, t2) = self.at_level(levels[i], |f| f.fuse(frame, std::slice::from_ref(&faces[i])))?;
+            swapped.extend(done.iter().map(|_| i));
+            t = t + t2;
+        }
+        Ok((swapped, fading, t))
+    }
+
     /// Swaps one face with `latent` (a source identity's, see
     /// [`Swapper::latent`]): swap, colour transfer, paste (with the mouth
     /// mask) and the enhancer, timed into `t`. False when the face's

@@ -4,7 +4,6 @@
 //! every frame at a fraction of a full detection's cost.
 
 use super::detect::iou;
-use super::smooth::{centre, iod};
 use super::{Detector, Face, Result, Tracked};
 use crate::vision::{warp_affine_into, Affine, RgbImage};
 use std::time::Duration;
@@ -90,15 +89,13 @@ pub struct Refined {
     pub inference: Duration,
 }
 
-/// Whether a refined face agrees with the track it refines: its landmarks'
-/// centre within half the track's IOD of the track's, at an IOD within
-/// 1/1.5..1.5 of it. A face that does not is dropped and the track keeps
-/// its prediction: a crop can hold a smaller false face, or a turned
-/// head's half face.
+/// Whether a refined face agrees with the track it refines: its box's
+/// centre within a third of the track's box width of the track's, its
+/// width within 1/1.5..1.5 of it. A face that does not is dropped and the
+/// track keeps its prediction: a crop can hold a smaller false face, or a
+/// turned head's half face.
 fn agrees(track: &Face, face: &Face) -> bool {
-    let (a, b) = (centre(&track.landmarks), centre(&face.landmarks));
-    let (scale, other) = (iod(&track.landmarks).max(1.0), iod(&face.landmarks).max(1.0));
-    (a[0] - b[0]).hypot(a[1] - b[1]) < 0.5 * scale && other / scale < 1.5 && scale / other < 1.5
+    super::track::box_distance(&track.bbox, &face.bbox, 1.5).is_some_and(|d| d < 1.0 / 3.0)
 }
 
 /// Of faces found on a crop, the one that overlaps `bbox` (frame

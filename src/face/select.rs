@@ -171,6 +171,9 @@ pub struct Sticky {
     /// The frame's centre, for [`FaceOrder::Center`].
     pub center: [f32; 2],
     chosen: Option<u64>,
+    /// Where the chosen face was last seen: a track that ends and a new one
+    /// born there is the same person, re-detected.
+    last_box: Option<[f32; 4]>,
     /// A clearly larger face, and since when it has been.
     challenger: Option<(u64, Instant)>,
 }
@@ -208,11 +211,16 @@ impl Sticky {
     pub fn pick(&mut self, faces: &[Face], ids: &[u64], alive: impl Fn(u64) -> bool, now: Instant) -> Option<usize> {
         let first = self.first(faces)?;
         let Some(chosen) = self.chosen.filter(|c| alive(*c)) else {
-            self.chosen = Some(ids[first]);
-            self.challenger = None;
-            return Some(first);
+            let again = self.last_box.and_then(|b| {
+                let near = faces.iter().enumerate().map(|(i, f)| (i, super::detect::iou(&f.bbox, &b)));
+                near.filter(|(_, o)| *o >= 0.3).max_by(|a, b| a.1.total_cmp(&b.1)).map(|(i, _)| i)
+            });
+            let pick = again.unwrap_or(first);
+            (self.chosen, self.challenger, self.last_box) = (Some(ids[pick]), None, Some(faces[pick].bbox));
+            return Some(pick);
         };
         let at = ids.iter().position(|id| *id == chosen)?;
+        self.last_box = Some(faces[at].bbox);
         let largest = super::largest(faces)?;
         let by_size = self.order == FaceOrder::LargeSmall;
         let bigger = by_size && faces[largest].area() > faces[at].area() * (1.0 + self.settings.margin);

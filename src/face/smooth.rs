@@ -162,12 +162,13 @@ impl FaceFilter {
 }
 
 /// The detector's jitter for a face of `iod` pixels and `score`, in IOD:
-/// `jitter_iod` plus [`NOISE_PX`] pixels, which weigh more the smaller the
-/// face, raised as the score falls (to twice at a score of 0.5). Residuals
+/// `jitter_iod` and [`NOISE_PX`] pixels added in quadrature (independent
+/// errors), the pixels weighing more the smaller the face, raised as the
+/// score falls (to twice at a score of 0.5). Residuals
 /// within it do not raise the cutoff, so small and doubtful faces are
 /// smoothed harder.
 fn noise_iod(s: &SmoothSettings, iod: f32, score: f32) -> f32 {
-    (s.jitter_iod + NOISE_PX / iod.max(1.0)) / score.clamp(0.5, 1.0)
+    s.jitter_iod.hypot(NOISE_PX / iod.max(1.0)) / score.clamp(0.5, 1.0)
 }
 
 fn mean_distance(a: &[[f32; 2]; 5], b: &[[f32; 2]; 5]) -> f32 {

@@ -55,6 +55,10 @@ pub struct PersonRow {
     pub error_reference: Option<f32>,
     /// Track ids the pipeline gave the person.
     pub ids: usize,
+    /// Times the person's id changed between two of their frames less
+    /// than [`GAP_S`] apart (an id given again after a longer gap, when the
+    /// person was not detectable, is not a switch).
+    pub id_switches: usize,
     /// Share of the reference's frames the pipeline also put the person out on.
     pub coverage: f32,
     /// Frames the person was in view, had been swapped before, and was not
@@ -155,7 +159,12 @@ fn outputs_of(frames: &[StreamFrame], persons: &[Vec<Option<usize>>]) -> Vec<Vec
 pub fn score(frames: &[StreamFrame], fps: f32) -> StreamReport {
     let persons = link_persons(frames, fps);
     let outs = outputs_of(frames, &persons);
-    let rows = persons.iter().zip(&outs).map(|(refs, outs)| person_row(frames, refs, outs)).collect();
+    let gap = (GAP_S * fps).ceil() as usize;
+    let rows = persons
+        .iter()
+        .zip(&outs)
+        .map(|(refs, outs)| PersonRow { id_switches: id_switches(frames, outs, gap), ..person_row(frames, refs, outs) })
+        .collect();
     StreamReport { persons: rows, flips: flips(frames, &persons, &outs) }
 }
 
@@ -180,11 +189,26 @@ fn person_row(frames: &[StreamFrame], refs: &[Option<usize>], outs: &[Option<usi
         error,
         error_reference,
         ids: ids.len(),
+        id_switches: 0,
         coverage: covered as f32 / seen.max(1) as f32,
         dropouts,
         fades,
         lag_frames: lag(frames.len(), &reference, &|t| output(t).map(|o| &o.landmarks)),
     }
+}
+
+fn id_switches(frames: &[StreamFrame], outs: &[Option<usize>], gap: usize) -> usize {
+    let mut last: Option<(usize, u64)> = None;
+    let mut switches = 0;
+    for (t, o) in outs.iter().enumerate() {
+        let Some(o) = o else { continue };
+        let id = frames[t].output[*o].track;
+        if last.is_some_and(|(at, was)| was != id && t - at <= gap) {
+            switches += 1;
+        }
+        last = Some((t, id));
+    }
+    switches
 }
 
 /// RMS second difference, % IOD, of the output and of the reference over
@@ -257,7 +281,8 @@ fn lag<'a>(
 
 /// Dropouts and fades of one person: after the person was first swapped,
 /// a frame where the reference sees them and their output is neither
-/// swapped nor fading, and no other person is swapped, is a dropout.
+/// swapped nor fading, and no other person is swapped or fading, is a
+/// dropout.
 fn dropouts(frames: &[StreamFrame], refs: &[Option<usize>], outs: &[Option<usize>]) -> (usize, usize) {
     let (mut was_swapped, mut drops, mut fades) = (false, 0, 0);
     for (t, f) in frames.iter().enumerate() {
@@ -269,7 +294,7 @@ fn dropouts(frames: &[StreamFrame], refs: &[Option<usize>], outs: &[Option<usize
             was_swapped = true;
             continue;
         }
-        let other_swapped = f.output.iter().any(|o| o.swapped);
+        let other_swapped = f.output.iter().any(|o| o.swapped || o.fading);
         if was_swapped && refs[t].is_some() && !other_swapped {
             drops += 1;
         }
@@ -338,7 +363,7 @@ mod tests {
             vec![out(id, 100.0 + 2.0 * t.saturating_sub(3) as f32, !(20..23).contains(&t))]
         });
         let p = &score(&frames, 30.0).persons[0];
-        assert_eq!((p.lag_frames, p.ids, p.dropouts), (3, 2, 3), "{p:?}");
+        assert_eq!((p.lag_frames, p.ids, p.id_switches, p.dropouts), (3, 2, 1, 3), "{p:?}");
     }
 
     #[test]

@@ -7,15 +7,16 @@
 //! tracks are moved to where their motion says they are.
 
 use super::detect::iou;
-use super::smooth::{centre, iod, FaceFilter, SmoothSettings};
+use super::smooth::{FaceFilter, SmoothSettings};
 use super::Face;
 
 /// How long a track is held through missed detections, seconds.
 pub const HOLD_S: f64 = 0.5;
-/// The second match: a detection whose landmarks' centre lies within this
-/// many IODs of a track's predicted centre, at an IOD within
-/// 1/`MAX_SCALE`..`MAX_SCALE` of the track's, continues it.
-const NEAR_IOD: f32 = 0.6;
+/// The second match: a detection whose box centre lies within this share
+/// of a track's predicted box width from its centre, its box width within
+/// 1/`MAX_SCALE`..`MAX_SCALE` of the track's, continues it. Boxes, not
+/// the eyes' distance, since a turning head's eyes close up.
+const NEAR_WIDTH: f32 = 0.5;
 const MAX_SCALE: f32 = 1.6;
 
 /// A face with a stable id across frames.
@@ -180,13 +181,18 @@ fn pair_greedily(
     }
 }
 
-/// A detection near a track's predicted landmarks at a similar scale: the
-/// distance of their centres in the track's IODs.
+/// A detection near a track's predicted box at a similar size: the
+/// distance of their centres in the track's box widths.
 fn near(at: &Face, face: &Face) -> Option<f32> {
-    let (a, b) = (centre(&at.landmarks), centre(&face.landmarks));
-    let (scale, other) = (iod(&at.landmarks).max(1.0), iod(&face.landmarks).max(1.0));
-    let d = (a[0] - b[0]).hypot(a[1] - b[1]) / scale;
-    (d < NEAR_IOD && other / scale < MAX_SCALE && scale / other < MAX_SCALE).then_some(d)
+    box_distance(&at.bbox, &face.bbox, MAX_SCALE).filter(|d| *d < NEAR_WIDTH)
+}
+
+/// The distance of two boxes' centres in `a`'s width, when their widths
+/// are within 1/`max_scale`..`max_scale` of each other.
+pub fn box_distance(a: &[f32; 4], b: &[f32; 4], max_scale: f32) -> Option<f32> {
+    let (wa, wb) = ((a[2] - a[0]).max(1.0), (b[2] - b[0]).max(1.0));
+    let d = ((a[0] + a[2] - b[0] - b[2]) / 2.0).hypot((a[1] + a[3] - b[1] - b[3]) / 2.0) / wa;
+    (wb / wa < max_scale && wa / wb < max_scale).then_some(d)
 }
 
 #[cfg(test)]
@@ -225,14 +231,15 @@ mod tests {
     }
 
     #[test]
-    fn a_detection_that_misses_the_box_but_sits_on_the_landmarks_continues_the_track() {
+    fn a_detection_that_overlaps_too_little_but_sits_near_the_prediction_continues_the_track() {
         let mut t = Tracker::default();
         t.update(&[face(0.0)], 0.0);
-        // The same landmarks in a box a refinement gave wildly wrong.
-        let mut odd = face(1.0);
-        odd.bbox = [-20.0, -20.0, 40.0, 40.0];
-        assert_eq!(t.update(&[odd], 0.1)[0].id, 1);
-        assert_eq!(t.update(&[face(40.0)], 0.2)[0].id, 2, "a face 10 IODs away is another person");
+        // A turning head's box, moved by under half its width: IoU 0.28.
+        let mut turned = face(4.5);
+        turned.bbox = [4.5, 2.0, 14.5, 12.0];
+        assert!(iou(&turned.bbox, &face(0.0).bbox) < 0.3);
+        assert_eq!(t.update(&[turned], 0.1)[0].id, 1);
+        assert_eq!(t.update(&[face(40.0)], 0.2)[0].id, 2, "a face four widths away is another person");
     }
 
     #[test]
