@@ -260,6 +260,23 @@ fn check_hash_and_kind(r: &RawEntry) -> Result<(), String> {
     }
 }
 
+/// `file` and `emap` name files inside the manifest's directory: relative,
+/// without `..`, since staging (as root) copies what they name.
+fn check_paths(r: &RawEntry) -> Result<(), String> {
+    for (key, path) in [("file", Some(&r.file)), ("emap", r.emap.as_ref())] {
+        let Some(path) = path else { continue };
+        let inside =
+            !path.is_empty() && Path::new(path).components().all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !inside {
+            return Err(format!(
+                "{key} `{path}` must be a file name inside the manifest's directory (relative, no `..`): \
+                 put the file there, or give its directory in models.dirs"
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Manifest {
     /// Parses manifest text. `origin` names the file in error messages; `dir`
     /// is where relative `file` paths point.
@@ -274,6 +291,7 @@ impl Manifest {
                 return Err(invalid("the name is used twice".into()));
             }
             check_hash_and_kind(&r).map_err(invalid)?;
+            check_paths(&r).map_err(invalid)?;
             let (channels, norm, size) = r.contract.defaults();
             let input_size = r.input_size.unwrap_or(size);
             if input_size.iter().any(|&v| v == 0 || v > 4096) {
@@ -340,6 +358,26 @@ mod tests {
         let m = parse(BUILTIN).unwrap();
         assert!(m.entries.iter().any(|e| e.contract == Contract::Yunet));
         assert!(m.entries.iter().any(|e| e.contract == Contract::Inswapper));
+    }
+
+    #[test]
+    fn files_outside_the_manifests_directory_are_refused() {
+        let entry = |file: &str, emap: &str| {
+            format!("[[model]]\nname='i'\nfile='{file}'\ncontract='inswapper'\nlicence='x'\n{emap}")
+        };
+        for (file, emap) in [
+            ("/etc/shadow", ""),
+            ("../../etc/shadow", ""),
+            ("sub/../../x.onnx", ""),
+            ("", ""),
+            ("i.onnx", "emap='/root/.ssh/id_ed25519'"),
+            ("i.onnx", "emap='../i.emap.safetensors'"),
+        ] {
+            let err = parse(&entry(file, emap)).unwrap_err().to_string();
+            assert!(err.contains("inside the manifest's directory"), "{file} {emap}: {err}");
+        }
+        let m = parse(&entry("sub/i.onnx", "emap='sub/i.emap.safetensors'")).unwrap();
+        assert_eq!(m.entries[0].file, Path::new("/models/sub/i.onnx"));
     }
 
     #[test]

@@ -18,7 +18,10 @@ seconds="${DEMO_SECONDS:-20}"
 [ -d "$shared/models" ] || { echo "error: $shared/models is missing; set FUSIOND_SHARED to the shared/ folder" >&2; exit 1; }
 mkdir -p "$out/etc/conf.d" "$out/state"
 
-cargo build --release --quiet
+echo "== cargo build --release (the first build takes 20-30 minutes on two cores: tract, then one LTO link; later ones reuse $CARGO_TARGET_DIR)"
+built=$SECONDS
+cargo build --release
+echo "== built in $((SECONDS - built)) s"
 bin="$CARGO_TARGET_DIR/release/fusiond"
 "$FUSIOND_PYTHON" models/make_contract_models.py "$out/models" >/dev/null
 
@@ -70,11 +73,17 @@ echo "== fusiond run --config $out/etc/fusiond.toml (log: $out/fusiond.log)"
 "$bin" run --config "$out/etc/fusiond.toml" 2>"$out/fusiond.log" &
 daemon=$!
 trap 'kill $daemon $broker 2>/dev/null || true' EXIT
-for _ in $(seq 100); do
-    grep -q "ready:" "$out/fusiond.log" 2>/dev/null && break
-    kill -0 $daemon 2>/dev/null || { cat "$out/fusiond.log"; exit 1; }
+ready=0
+for _ in $(seq 300); do
+    grep -q "ready:" "$out/fusiond.log" 2>/dev/null && { ready=1; break; }
+    kill -0 $daemon 2>/dev/null || { cat "$out/fusiond.log"; echo "demo: the daemon exited before it was ready" >&2; exit 1; }
     sleep 0.1
 done
+if [ "$ready" != 1 ]; then
+    cat "$out/fusiond.log"
+    echo "demo: the daemon was not ready after 30 s (its log is above)" >&2
+    exit 1
+fi
 sed 's/^/   daemon: /' "$out/fusiond.log"
 echo "== live page: http://127.0.0.1:$http_port/ (stream /stream.mjpeg, state /api/state, health /api/health, metrics /metrics)"
 
@@ -93,7 +102,13 @@ sleep 0.5
 mosquitto_pub -h 127.0.0.1 -p "$port" -t fusiond/demo/snapshot/set -m PRESS
 sleep 2
 kill -TERM $daemon
-wait $daemon && echo "   daemon exited cleanly"
+if wait $daemon; then
+    echo "   daemon exited cleanly"
+else
+    status=$?
+    echo "demo: the daemon exited with status $status on SIGTERM (log: $out/fusiond.log)" >&2
+    exit 1
+fi
 kill $broker 2>/dev/null || true
 trap - EXIT
 echo "demo: fused frame $out/frame.jpg, snapshot $out/snapshot.jpg, log $out/fusiond.log"

@@ -88,6 +88,9 @@ pub struct Component {
     pub step: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unit_of_measurement: Option<&'static str>,
+    /// Decimals Home Assistant shows a numeric sensor with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suggested_display_precision: Option<u8>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_class: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -205,6 +208,7 @@ fn sensors(topics: &Topics, id: &dyn Fn(&str) -> String) -> Vec<Component> {
         state_topic: Some(topic.to_string()),
         value_template: Some(template),
         state_class: Some("measurement"),
+        suggested_display_precision: Some(0),
         ..Component::default()
     };
     let p95 =
@@ -213,10 +217,12 @@ fn sensors(topics: &Topics, id: &dyn Fn(&str) -> String) -> Vec<Component> {
     vec![
         Component {
             unit_of_measurement: Some("fps"),
+            suggested_display_precision: Some(1),
             ..sensor("processed_fps", "Processed frame rate", &stats, "{{ value_json.processed_fps }}")
         },
         Component {
             unit_of_measurement: Some("ms"),
+            suggested_display_precision: Some(1),
             device_class: Some("duration"),
             entity_category: diagnostic,
             ..sensor("latency_p95", "Capture to publish p95", &stats, p95)
@@ -287,6 +293,11 @@ mod tests {
         assert!(v["device"].get("configuration_url").is_none());
         let ids: std::collections::BTreeSet<&str> = cmps.values().map(|c| c["unique_id"].as_str().unwrap()).collect();
         assert_eq!(ids.len(), cmps.len(), "unique ids are unique");
+        // Numeric sensors say how many decimals to show (not 14.009283016614699 fps).
+        for c in cmps.values().filter(|c| c["platform"] == "sensor") {
+            assert!(c["suggested_display_precision"].is_u64(), "{c}");
+        }
+        assert_eq!(cmps["processed_fps"]["suggested_display_precision"], 1);
     }
 
     #[test]

@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 /// The largest packet published (frames and snapshots are JPEGs).
 const MAX_OUTGOING: usize = 64 * 1024 * 1024;
 
-/// Connection settings, resolved from the config.
-#[derive(Debug, Clone)]
+/// Connection settings, resolved from the config. Its `Debug` leaves the
+/// password out.
+#[derive(Clone)]
 pub struct LinkSettings {
     pub host: String,
     pub port: u16,
@@ -41,6 +42,23 @@ pub struct LinkSettings {
     /// retained message (the discovery config among them) after a short
     /// random delay, so a restarted Home Assistant sees the device again.
     pub ha_status: Option<String>,
+}
+
+impl std::fmt::Debug for LinkSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkSettings")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("client_id", &self.client_id)
+            .field("keep_alive", &self.keep_alive)
+            .field("credentials", &self.credentials.as_ref().map(|(user, _)| (user, "<password>")))
+            .field("tls", &self.tls)
+            .field("caps", &self.caps)
+            .field("reconnect_max", &self.reconnect_max)
+            .field("client_queue", &self.client_queue)
+            .field("ha_status", &self.ha_status)
+            .finish()
+    }
 }
 
 /// A running MQTT session.
@@ -306,5 +324,23 @@ mod tests {
         assert!(hint.contains("TLS") && hint.contains("mqtt.cert_file"), "{hint}");
         let auth = E::ConnectionRefused(rumqttc::ConnectReturnCode::NotAuthorized);
         assert!(describe(&auth, "b:1883", false).contains("mqtt.password_file"));
+    }
+
+    #[test]
+    fn debug_shows_the_user_and_never_the_password() {
+        let settings = LinkSettings {
+            host: "broker".into(),
+            port: 1883,
+            client_id: "box".into(),
+            keep_alive: Duration::from_secs(5),
+            credentials: Some(("fusiond".into(), "s3cret-passw0rd".into())),
+            tls: None,
+            caps: Arc::new(PayloadCaps::new(1 << 20)),
+            reconnect_max: Duration::from_secs(2),
+            client_queue: 8,
+            ha_status: None,
+        };
+        let shown = format!("{settings:?} {settings:#?}");
+        assert!(shown.contains("fusiond") && !shown.contains("s3cret"), "{shown}");
     }
 }

@@ -44,8 +44,8 @@ pub fn fuse_pairs(graph: &mut GraphProto) -> usize {
         let dequantises = |d: &usize| {
             let dq = &graph.node[*d];
             dq.op_type == "DequantizeLinear"
-                && dq.input[0] == out
-                && dq.input[1..] == q.input[1..]
+                && dq.input.first().map(String::as_str) == Some(out)
+                && dq.input.get(1..) == q.input.get(1..)
                 && dq.output.len() == 1
         };
         let fusable = !outputs.contains(&out)
@@ -109,15 +109,16 @@ pub fn drop_repeats(graph: &mut GraphProto) -> usize {
         let node = &graph.node[ix];
         let grid = |at: usize| -> Option<Vec<&TensorProto>> {
             let node = &graph.node[at];
-            let values = node.input[1..].iter().map(|n| initializers.get(n)).collect::<Option<Vec<_>>>()?;
+            let values = node.input.get(1..)?.iter().map(|n| initializers.get(n)).collect::<Option<Vec<_>>>()?;
             let scale = values.first().and_then(|t| super::floats(t)).filter(|s| s.len() == 1)?[0];
             (1e-30..=1e30).contains(&scale).then_some(values)
         };
         let repeat = node.op_type == OP_TYPE
             && node.output.len() == 1
             && !outputs.contains(&node.output[0])
-            && grid(ix)
-                .is_some_and(|own| grid_source(graph, &producer, (ix, &node.input[0])).and_then(grid) == Some(own));
+            && node.input.first().is_some_and(|first| {
+                grid(ix).is_some_and(|own| grid_source(graph, &producer, (ix, first)).and_then(grid) == Some(own))
+            });
         if repeat {
             renamed.insert(node.output[0].clone(), node.input[0].clone());
         } else {
@@ -147,7 +148,7 @@ fn grid_source<'g>(
         if !keeps_values(node) || node.output.first().map(String::as_str) != Some(tensor) {
             return None;
         }
-        tensor = &node.input[0];
+        tensor = node.input.first()?;
     }
 }
 
@@ -259,6 +260,26 @@ mod tests {
         assert_eq!(g.node[0].output, ["d1"], "the fused node writes what its dequantiser wrote");
         assert_eq!(g.node[2].output, ["d2a"]);
         assert_eq!(g.node[3].input, ["d2a", "d2a"], "the second dequantiser's reader reads the first's output");
+    }
+
+    /// A hostile graph: nodes of every op these rewrites read with no
+    /// inputs or outputs at all. Nothing panics (the release build aborts
+    /// on a panic) and nothing is rewritten.
+    #[test]
+    fn nodes_without_inputs_are_left_alone_without_a_panic() {
+        let bare = |op: &str, name: &str| NodeProto { op_type: op.into(), name: name.into(), ..Default::default() };
+        let mut g = graph();
+        g.node.push(bare(OP_TYPE, "no inputs"));
+        g.node.push(bare("DequantizeLinear", "no dq inputs"));
+        g.node.push(NodeProto { output: vec!["loose".into()], ..bare("Reshape", "reshape without inputs") });
+        g.node.push(node(OP_TYPE, "reads it", &["loose", "s", "z"], "fq"));
+        let mut lone = g.clone();
+        lone.node.insert(0, node("QuantizeLinear", "q0", &["x", "s", "z"], "q0"));
+        lone.node.insert(1, NodeProto { output: vec!["d0".into()], ..bare("DequantizeLinear", "empty dq") });
+        lone.node[1].input = vec![];
+        assert_eq!(fuse_pairs(&mut lone), 2, "the two good pairs, and the bare nodes left as they were");
+        drop_repeats(&mut g);
+        assert!(g.node.iter().any(|n| n.name == "no inputs"));
     }
 
     #[test]
