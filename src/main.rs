@@ -3,18 +3,34 @@ use clap::Parser;
 use fusiond::cli::{self, Cli};
 use std::process::ExitCode;
 
-/// Plain stderr logger; the level comes from -v.
-struct StderrLog(log::LevelFilter);
+/// The logger: plain lines on stderr, or journald under systemd; the level
+/// comes from -v.
+struct Log {
+    level: log::LevelFilter,
+    journal: bool,
+}
 
-impl log::Log for StderrLog {
+impl log::Log for Log {
+    /// `-v` shows fusiond's own debug records; other crates' (rumqttc's
+    /// packets, tract's planning) only from `-vv`. The engine's own info
+    /// lines (CPU feature detection) are noise at the default level.
     fn enabled(&self, m: &log::Metadata) -> bool {
-        // The engine's own info lines (CPU feature detection) are noise at
-        // the default level.
+        let ours = m.target().starts_with("fusiond");
         let engine_detail = m.target().starts_with("tract") && m.level() > log::Level::Warn;
-        m.level() <= self.0 && !(engine_detail && self.0 <= log::LevelFilter::Info)
+        let quiet = if ours || self.level >= log::LevelFilter::Trace {
+            false
+        } else if self.level <= log::LevelFilter::Info {
+            engine_detail
+        } else {
+            m.level() > log::Level::Info
+        };
+        m.level() <= self.level && !quiet
     }
     fn log(&self, r: &log::Record) {
-        if self.enabled(r.metadata()) {
+        if !self.enabled(r.metadata()) {
+            return;
+        }
+        if !self.journal || systemd::journal::log_record(r).is_err() {
             eprintln!("{}: {}", r.level().as_str().to_lowercase(), r.args());
         }
     }
@@ -32,10 +48,8 @@ fn main() -> ExitCode {
     };
     // Under systemd (JOURNAL_STREAM set) log straight to journald, with the
     // level as PRIORITY and no timestamps; elsewhere plain lines on stderr.
-    let journal = std::env::var_os("JOURNAL_STREAM").is_some() && systemd::journal::JournalLog::init().is_ok();
-    if !journal {
-        let _ = log::set_boxed_logger(Box::new(StderrLog(level)));
-    }
+    let journal = std::env::var_os("JOURNAL_STREAM").is_some();
+    let _ = log::set_boxed_logger(Box::new(Log { level, journal }));
     log::set_max_level(level);
     if journal {
         // Release builds abort on a panic (Cargo.toml) and systemd restarts
@@ -60,5 +74,26 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Log;
+    use log::{Level, LevelFilter, Log as _, Metadata};
+
+    fn shown(level: LevelFilter, target: &str, at: Level) -> bool {
+        Log { level, journal: false }.enabled(&Metadata::builder().target(target).level(at).build())
+    }
+
+    #[test]
+    fn v_shows_fusiond_debug_but_not_other_crates_until_vv() {
+        assert!(shown(LevelFilter::Debug, "fusiond::daemon", Level::Debug));
+        assert!(!shown(LevelFilter::Debug, "rumqttc::state", Level::Debug), "rumqttc's packets at -v");
+        assert!(shown(LevelFilter::Debug, "rumqttc::eventloop", Level::Warn));
+        assert!(shown(LevelFilter::Trace, "rumqttc::state", Level::Debug));
+        assert!(!shown(LevelFilter::Info, "tract_linalg::arm64", Level::Info), "tract's CPU lines by default");
+        assert!(shown(LevelFilter::Info, "fusiond", Level::Info));
+        assert!(!shown(LevelFilter::Info, "fusiond", Level::Debug));
     }
 }

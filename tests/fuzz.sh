@@ -20,21 +20,24 @@ targets=("$@")
 shared="${FUSIOND_SHARED:-$(cd .. && pwd)/shared}"
 [ -d "$shared/images" ] || { echo "error: $shared/images is missing; set FUSIOND_SHARED to the shared/ folder" >&2; exit 1; }
 
-rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+# The nightly is pinned, so a run today and one next month build the same
+# fuzzers (cargo-fuzz needs -Zsanitizer); FUZZ_TOOLCHAIN moves it.
+toolchain="${FUZZ_TOOLCHAIN:-nightly-2026-05-20}"
+rustup toolchain list | grep -q "^$toolchain" || rustup toolchain install "$toolchain" --profile minimal
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --version 0.13.2 --locked
 
 fuzz="$CARGO_TARGET_DIR/fuzz"
 mkdir -p "$fuzz/corpus" "$fuzz/artifacts"
 "$FUSIOND_PYTHON" tests/fuzz/seeds.py "$shared" "$fuzz/corpus"
-echo "== cargo +nightly fuzz build (no engines: fusiond without default features)"
-cargo +nightly fuzz build --fuzz-dir tests/fuzz --debug-assertions >/dev/null 2>"$fuzz/build.log" ||
+echo "== cargo +$toolchain fuzz build (no engines: fusiond without default features)"
+cargo +"$toolchain" fuzz build --fuzz-dir tests/fuzz --debug-assertions >/dev/null 2>"$fuzz/build.log" ||
     { cat "$fuzz/build.log"; exit 1; }
 
 failed=0
 for t in "${targets[@]}"; do
     mkdir -p "$fuzz/artifacts/$t"
     log="$fuzz/$t.log"
-    if cargo +nightly fuzz run --fuzz-dir tests/fuzz --debug-assertions "$t" "$fuzz/corpus/$t" -- \
+    if cargo +"$toolchain" fuzz run --fuzz-dir tests/fuzz --debug-assertions "$t" "$fuzz/corpus/$t" -- \
         -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
         -artifact_prefix="$fuzz/artifacts/$t/" >"$log" 2>&1; then
         runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)"
@@ -44,6 +47,10 @@ for t in "${targets[@]}"; do
         ft="$(grep -o 'ft: [0-9]*' <<<"$last" | grep -o '[0-9]*' || echo '?')"
         corp="$(grep -o 'corp: [0-9]*' <<<"$last" | grep -o '[0-9]*' || echo '?')"
         echo "fuzz: $t: $runs runs in ${seconds}s ($rate/s), cov $cov, ft $ft, corpus $corp"
+        if [ "${runs:-0}" -eq 0 ]; then
+            failed=1
+            echo "fuzz: $t: FAILED: no input ran (log: $log)"
+        fi
     else
         failed=1
         echo "fuzz: $t: FAILED; the input is in $fuzz/artifacts/$t/:"
