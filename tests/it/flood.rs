@@ -68,19 +68,30 @@ fn a_flood_of_commands_loses_none_and_the_slow_ones_coalesce() {
         source_errors.len()
     );
     assert_eq!(blends + blend_errors.len(), 2 * ROUNDS, "{blend_errors:?}");
-    assert!(blend_errors.iter().filter(|r| r.contains("outside")).count() + blends <= 2 * ROUNDS);
+    // Every `blend 500` is refused by the validator, and every valid blend is
+    // applied or refused as busy: never the other way round.
+    let outside = blend_errors.iter().filter(|r| r.contains("outside")).count();
+    let busy = blend_errors.iter().filter(|r| r.starts_with("busy")).count();
+    assert_eq!((outside, outside + busy), (ROUNDS, blend_errors.len()), "{blend_errors:?}");
+    assert_eq!(blends + busy, ROUNDS, "each valid blend applied or refused as busy: {blend_errors:?}");
+    let states: Vec<String> =
+        w.all()[from..].iter().filter(|m| m.topic.ends_with("/blend/state")).map(|m| m.text()).collect();
     assert!(
-        blends >= 1 && blend_errors.iter().all(|r| r.contains("outside") || r.starts_with("busy")),
-        "{blend_errors:?}"
+        states.iter().all(|v| v.parse::<usize>().is_ok_and(|v| (1..=ROUNDS).contains(&v))),
+        "a blend outside the commands sent was applied: {states:?}"
     );
     assert_eq!(reloads + reload_errors.len(), ROUNDS, "{reload_errors:?}");
     assert!(reloads < ROUNDS, "waiting reloads coalesce: {reloads} of {ROUNDS} ran");
     assert_eq!(sources + source_errors.len(), ROUNDS, "{source_errors:?}");
     assert!(source_errors.iter().all(|r| r.contains("superseded")), "{source_errors:?}");
     assert!(sources < ROUNDS, "waiting sources coalesce: {sources} of {ROUNDS} ran");
-    // The last cheap command was not pushed out by the slow ones.
+    // The last cheap command was not pushed out by the slow ones, and the
+    // retained state a new subscriber gets holds it.
     let state = w.wait("blend/state", *T, |m| m.text() == ROUNDS.to_string());
     assert_eq!(state.text(), ROUNDS.to_string());
+    let retained = Watcher::start(broker.port, "fusiond/flood");
+    let last = retained.wait("blend/state", *T, |m| m.retained);
+    assert_eq!(last.text(), ROUNDS.to_string(), "the final blend state is the last valid command");
     let stats = w.wait_from(w.count(), "stats", *T, |_| true).json();
     let counted = stats["dropped_commands"].as_u64().unwrap() + stats["coalesced_commands"].as_u64().unwrap();
     let answered =
