@@ -178,6 +178,7 @@ pub fn limits(config: &Config) -> CommandLimits {
         max_image_pixels: config.pipeline.max_source_pixels,
         tiers: config.tier.iter().map(|t| t.name.clone()).collect(),
         max_frame_rate: config.output.max_frame_rate,
+        frames: config.output.frames,
         allow_stall: config.debug.stall_command,
     }
 }
@@ -201,6 +202,7 @@ fn discovery_message(config: &Config, device_id: &str, topics: &Topics) -> Messa
         tiers: config.tier.iter().map(|t| t.name.clone()).collect(),
         selectors: SelectorMode::ALL.iter().map(|m| m.as_str().to_string()).collect(),
         max_frame_rate: config.output.max_frame_rate,
+        frames: config.output.frames,
         configuration_url: config.http.page_url(&hostname()),
     };
     discovery::announce(&input, topics)

@@ -78,6 +78,9 @@ pub struct CommandLimits {
     pub tiers: Vec<String>,
     /// Highest `frame_rate`.
     pub max_frame_rate: f32,
+    /// Frames are published (`output.frames`); without them `frame_rate`
+    /// means nothing and is refused.
+    pub frames: bool,
     /// Accept `stall`, `panic` and `unplug` (`debug.stall_command`, for
     /// watchdog, journald and fault tests).
     pub allow_stall: bool,
@@ -90,6 +93,7 @@ impl Default for CommandLimits {
             max_image_pixels: 24_000_000,
             tiers: vec!["fast".into()],
             max_frame_rate: 30.0,
+            frames: true,
             allow_stall: false,
         }
     }
@@ -263,6 +267,9 @@ pub fn parse(feature: &str, payload: &[u8], limits: &CommandLimits) -> Result<Co
                 .map(Command::Selector)
                 .ok_or_else(|| err(format!("`{s}` is not one, many or reference")))
         }
+        "frame_rate" if !limits.frames => Err(err(
+            "output.frames is off, so no frames are published: set output.frames = true to use frame_rate".into(),
+        )),
         "frame_rate" => Ok(Command::FrameRate(number(text(payload, &err)?, 0.0, limits.max_frame_rate, &err)?)),
         "face_order" => {
             let s = text(payload, &err)?;

@@ -127,3 +127,11 @@ fn refusals_serialise_to_the_error_topic_json() {
     assert_eq!(json["command"], "blend");
     assert!(json["reason"].as_str().unwrap().contains("200"));
 }
+
+#[test]
+fn frame_rate_is_refused_when_no_frames_are_published() {
+    let off = CommandLimits { frames: false, ..CommandLimits::default() };
+    let err = parse("frame_rate", b"5", &off).unwrap_err();
+    assert!(err.reason.contains("output.frames"), "{err}");
+    assert!(parse("frame_rate", b"5", &CommandLimits::default()).is_ok());
+}

@@ -16,6 +16,9 @@ pub struct DiscoveryInput<'a> {
     pub tiers: Vec<String>,
     pub selectors: Vec<String>,
     pub max_frame_rate: f32,
+    /// Frames are published (`output.frames`): the frame rate number and the
+    /// frame camera are announced only then.
+    pub frames: bool,
     /// The HTTP page, when it is reachable from outside the box.
     pub configuration_url: Option<String>,
 }
@@ -159,6 +162,8 @@ fn components(input: &DiscoveryInput, topics: &Topics) -> BTreeMap<String, Compo
     let id = |key: &str| format!("fusiond_{}_{key}", input.device_id);
     let mut all = controls(input, topics, &id);
     all.extend(sensors(topics, &id));
+    // Without published frames, their rate and their camera mean nothing.
+    all.retain(|c| input.frames || !matches!(c.key, "frame_rate" | "frame"));
     all.into_iter().map(|c| (c.key.to_string(), c)).collect()
 }
 
@@ -268,6 +273,7 @@ mod tests {
             tiers: vec!["fast".into(), "quality".into()],
             selectors: vec!["one".into(), "many".into(), "reference".into()],
             max_frame_rate: 30.0,
+            frames: true,
             configuration_url: None,
         }
     }
@@ -298,6 +304,16 @@ mod tests {
             assert!(c["suggested_display_precision"].is_u64(), "{c}");
         }
         assert_eq!(cmps["processed_fps"]["suggested_display_precision"], 1);
+    }
+
+    #[test]
+    fn without_frames_neither_their_rate_nor_their_camera_is_announced() {
+        let topics = Topics::new("fusiond", "box1").unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&announce(&DiscoveryInput { frames: false, ..input() }, &topics).payload).unwrap();
+        let cmps = v["components"].as_object().unwrap();
+        assert!(cmps.get("frame_rate").is_none() && cmps.get("frame").is_none(), "{cmps:?}");
+        assert!(cmps.get("blend").is_some() && cmps.get("processed_fps").is_some());
     }
 
     #[test]
