@@ -191,7 +191,8 @@ pub(crate) fn hostname() -> String {
         .unwrap_or_else(|| "fusiond".into())
 }
 
-fn discovery_message(config: &Config, device_id: &str, topics: &Topics) -> Message {
+/// The discovery config (or its withdrawal) `config` announces.
+pub(crate) fn discovery_message(config: &Config, device_id: &str, topics: &Topics) -> Message {
     let prefix = &config.mqtt.discovery_prefix;
     if !config.mqtt.discovery {
         return discovery::withdraw(prefix, device_id);

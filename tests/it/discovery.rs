@@ -135,3 +135,34 @@ fn discovery_off_removes_the_device_from_home_assistant() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(late.all().iter().all(|m| m.topic != "homeassistant/device/gone/config"), "no retained config is left");
 }
+
+/// A reload that adds a tier and lowers the frame-rate limit announces the
+/// device again, so Home Assistant's choices follow the config.
+#[test]
+fn a_reload_that_changes_tiers_or_limits_announces_the_device_again() {
+    let _s = serial();
+    let broker = Mosquitto::start(free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), broker.port, "hass2", "");
+    let ha = Watcher::start(broker.port, "homeassistant");
+    let w = Watcher::start(broker.port, "fusiond/hass2");
+    let _d = Daemon::spawn(&config);
+    online(&w);
+    let first = ha.wait("device/hass2/config", *T, |m| !m.payload.is_empty()).json();
+    assert_eq!(first["components"]["quality"]["options"], serde_json::json!(["fast", "quality"]));
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("frame_rate = 5.0", "frame_rate = 5.0\nmax_frame_rate = 12.0")
+        + "\n[[tier]]\nname = \"third\"\nmodels = [\"yunet_2023mar\", \"arcface_fr\", \"identity_swapper\"]\n";
+    std::fs::write(&config, text).unwrap();
+    let from = ha.count();
+    w.send("reload", "PRESS");
+    let again = ha
+        .wait_from(from, "device/hass2/config", *T, |m| {
+            !m.payload.is_empty()
+                && m.json()["components"]["quality"]["options"].as_array().is_some_and(|o| o.len() == 3)
+        })
+        .json();
+    assert_eq!(again["components"]["quality"]["options"], serde_json::json!(["fast", "quality", "third"]));
+    assert_eq!(again["components"]["frame_rate"]["max"], 12.0);
+}
