@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 oelint="$(dirname "${FUSIOND_PYTHON:-$HOME/.cache/fusiond-venv/bin/python}")/oelint-adv"
 [ -x "$oelint" ] || { echo "error: $oelint is missing; run tests/setup.sh (it installs oelint-adv)" >&2; exit 1; }
-lint() { "$oelint" --release scarthgap --suppress oelint.vars.homepageping --quiet "$@"; }
+lint() { "$oelint" --release wrynose --suppress oelint.vars.homepageping --quiet "$@"; }
 
 python3 yocto/update-crates.py --check
 mapfile -t recipes < <(find yocto/meta-fusiond -name '*.bb' -o -name '*.bbappend' -o -name '*.inc' | sort)

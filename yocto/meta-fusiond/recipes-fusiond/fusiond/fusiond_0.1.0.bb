@@ -11,7 +11,7 @@ CVE_PRODUCT = "fusiond"
 
 # bindgen (the v4l crate's V4L2 bindings) needs libclang; the systemd crate
 # links libsystemd; the JPEG encoder links oe-core's libjpeg-turbo (3.0 in
-# scarthgap, the TurboJPEG 3 API the turbojpeg crate needs) instead of
+# wrynose, the TurboJPEG 3 API the turbojpeg crate needs) instead of
 # building the copy bundled in the crate.
 DEPENDS += "clang-native libjpeg-turbo systemd"
 
