@@ -87,7 +87,7 @@ impl OrtBackend {
     /// start and not at the first model. With TensorRT listed, also reads
     /// what the engine cache's key needs (GPU, library versions).
     pub fn new(settings: OrtSettings) -> Result<Self> {
-        let env = environment(&settings.library)?;
+        let env = environment(&settings.library_path())?;
         let version = OrtVersion::of_library(&settings.library, ort::info());
         if version.is_none() {
             log::warn!(

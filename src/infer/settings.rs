@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Most threads per model run a setting or flag may ask for.
 pub const MAX_THREADS: usize = 256;
@@ -130,6 +130,48 @@ impl InferenceSettings {
     }
 }
 
+/// `inference.ort.library`'s default.
+pub const DEFAULT_ORT_LIBRARY: &str = "/usr/lib/libonnxruntime.so";
+
+/// Debian's multiarch library directory for this build's target.
+const MULTIARCH: &str = if cfg!(target_arch = "x86_64") {
+    "usr/lib/x86_64-linux-gnu"
+} else if cfg!(target_arch = "aarch64") {
+    "usr/lib/aarch64-linux-gnu"
+} else if cfg!(target_arch = "arm") {
+    "usr/lib/arm-linux-gnueabihf"
+} else {
+    "usr/lib"
+};
+
+/// The library to load for `configured` under `root` (`/` but in tests):
+/// `configured` itself, unless it is the default and absent; then Debian's
+/// multiarch directory (`libonnxruntime.so` of the -dev package, else the
+/// newest `libonnxruntime.so.*` of the runtime package), then
+/// `/usr/local/lib` (an upstream tarball), then `configured` again (whose
+/// absence the engine reports).
+pub fn find_ort_library(configured: &Path, root: &Path) -> PathBuf {
+    let under = |p: &Path| root.join(p.strip_prefix("/").unwrap_or(p));
+    if configured != Path::new(DEFAULT_ORT_LIBRARY) || under(configured).is_file() {
+        return under(configured);
+    }
+    for dir in [MULTIARCH, "usr/local/lib"].map(|d| root.join(d)) {
+        if dir.join("libonnxruntime.so").is_file() {
+            return dir.join("libonnxruntime.so");
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let mut versioned: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libonnxruntime.so.")))
+            .collect();
+        versioned.sort();
+        if let Some(newest) = versioned.pop() {
+            return newest;
+        }
+    }
+    under(configured)
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OrtSettings {
@@ -157,7 +199,7 @@ pub struct OrtSettings {
 impl Default for OrtSettings {
     fn default() -> Self {
         OrtSettings {
-            library: PathBuf::from("/usr/lib/libonnxruntime.so"),
+            library: PathBuf::from(DEFAULT_ORT_LIBRARY),
             providers: vec![ProviderKind::Cpu],
             error_on_failure: false,
             threads: 1,
@@ -173,6 +215,13 @@ impl OrtSettings {
     /// Whether a GPU provider is listed and the CPU may not stand in for it.
     pub fn requires_gpu(&self) -> bool {
         !self.cpu_fallback && self.providers.iter().any(|p| p.is_gpu())
+    }
+
+    /// The library to load: `library`, or where Debian or an upstream
+    /// tarball put it when `library` is left at its default and is absent
+    /// ([`find_ort_library`]).
+    pub fn library_path(&self) -> PathBuf {
+        find_ort_library(&self.library, Path::new("/"))
     }
 
     /// The CPU provider only, with `threads` threads.
@@ -224,5 +273,31 @@ impl Default for TensorrtSettings {
             build_timeout_s: 1800.0,
             build_attempts: 2,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_library_is_found_where_debian_or_a_tarball_puts_it() {
+        let root = tempfile::tempdir().unwrap();
+        let at = |p: &str| root.path().join(p);
+        let default = Path::new(DEFAULT_ORT_LIBRARY);
+        assert_eq!(find_ort_library(default, root.path()), at("usr/lib/libonnxruntime.so"), "nothing there");
+        std::fs::create_dir_all(at("usr/local/lib")).unwrap();
+        std::fs::write(at("usr/local/lib/libonnxruntime.so.1.20.0"), b"").unwrap();
+        assert_eq!(find_ort_library(default, root.path()), at("usr/local/lib/libonnxruntime.so.1.20.0"));
+        std::fs::create_dir_all(at(MULTIARCH)).unwrap();
+        for v in ["1.19.2", "1.21.0"] {
+            std::fs::write(at(&format!("{MULTIARCH}/libonnxruntime.so.{v}")), b"").unwrap();
+        }
+        let newest = at(&format!("{MULTIARCH}/libonnxruntime.so.1.21.0"));
+        assert_eq!(find_ort_library(default, root.path()), newest, "Debian's runtime package, newest");
+        std::fs::write(at(&format!("{MULTIARCH}/libonnxruntime.so")), b"").unwrap();
+        assert_eq!(find_ort_library(default, root.path()), at(&format!("{MULTIARCH}/libonnxruntime.so")));
+        // A path the config names is taken as it is, found or not.
+        assert_eq!(find_ort_library(Path::new("/opt/ort/lib.so"), root.path()), at("opt/ort/lib.so"));
     }
 }
