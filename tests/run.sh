@@ -88,6 +88,18 @@ kernel_tiers() {
             grep -E '^test result|panicked|FAILED|^error'
     done
 }
+soak_stalled() {
+    local out
+    if out=$(SOAK_STALL=40 FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond" bash tests/soak.sh 90 2>&1); then
+        echo "$out" | tail -n 20
+        echo "tests/run.sh: the soak passed with its worker stalled: its goals do not see the pipeline" >&2
+        return 1
+    fi
+    echo "$out" | grep -E "^soak: (FAILED|pipeline)" | sed 's/^/   /'
+    echo "$out" | grep -q "frames_processed did not rise" ||
+        { echo "$out" | tail -n 20; echo "tests/run.sh: the stalled soak failed, but not on the pipeline goal" >&2; return 1; }
+}
+
 pytests() {
     FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond" "$FUSIOND_PYTHON" -m pytest -q tests/python
 }
@@ -134,6 +146,8 @@ step 6 "VM boot test (tests/vm/run.sh: bookworm guest, vivid, mosquitto, the pac
 # The soak's short version: the same faults and goals as tests/soak.sh 1h,
 # in 2 minutes, on the dev build cargo test made.
 step 3 "soak under faults, 2 minutes (tests/soak.sh 2m)" env FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond" bash tests/soak.sh 2m
+# The soak's goals see the worker: one with the worker stalled at 40 s must fail.
+step 2 "a soak with a stalled worker fails (SOAK_STALL=40 tests/soak.sh 90)" soak_stalled
 # Every fuzz target for 20 s (about 13 min more from a cold cache: nightly,
 # cargo-fuzz and the sanitizer build of fusiond without its engines).
 step 3 "fuzzing, 20 s a target (tests/fuzz.sh 20)" bash tests/fuzz.sh 20

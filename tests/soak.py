@@ -119,6 +119,8 @@ class Soak:
         self.settled = []  # (label, seconds, bytes): RSS once a fault has passed
         self.parts = []  # each settled reading's parts (rss_parts)
         self.sent, self.answered = {}, {}
+        self.pipeline = []  # (label, frames_processed, processed_fps) at each quiet point
+        self.applied_hostile = []  # hostile commands whose value reached a state
         self.reconnects, self.notes, self.start = [], [], time.monotonic()
         self.photos = [Path(args.shared, "images", n).read_bytes() for n in ("fr_obama2.jpg", "fr_biden.jpg")]
 
@@ -162,6 +164,9 @@ class Soak:
         median = sorted(readings, key=lambda p: p["rss"])[len(readings) // 2]
         self.settled.append((label, self.now(), median["rss"]))
         self.parts.append(median)
+        stats = [json.loads(p) for _, t, p in self.watch.since(0) if t == "stats"]
+        last = stats[-1] if stats else {}
+        self.pipeline.append((label, last.get("frames_processed", 0), last.get("processed_fps") or 0.0))
 
     def restart_broker(self):
         at = self.watch.count()
@@ -178,6 +183,12 @@ class Soak:
         self.notes.append(f"unplug at {self.now():.0f}s: camera_lost {'yes' if lost else 'NO'}, "
                           f"camera_back {'yes' if back else 'NO'}")
         self.count("unplug", 1, 1 if lost and back else 0)
+
+    def stall(self):
+        """The fault the pipeline goals exist for: the worker hangs while the
+        control loop goes on answering (debug.stall_command)."""
+        self.watch.send("stall", "PRESS")
+        self.notes.append(f"worker stalled on purpose at {self.now():.0f}s")
 
     def sighup(self, label, expect="reloaded"):
         at = self.watch.count()
@@ -202,7 +213,7 @@ class Soak:
                 feature, make = self.rand.choice(CHEAP_VALID)
                 out.append((feature, make(self.rand)))
             elif roll < 0.7:
-                out.append(self.rand.choice(HOSTILE))
+                out.append(("hostile",) + self.rand.choice(HOSTILE))
             elif roll < 0.8:
                 out.append(("source", self.rand.randbytes(300_000)))
             elif roll < 0.9:
@@ -214,6 +225,9 @@ class Soak:
     @staticmethod
     def answers(msgs, feature):
         n = 0
+        if feature.startswith("hostile "):
+            feature = feature.split(" ", 1)[1]
+            return sum(1 for _, t, p in msgs if t == "error" and json.loads(p).get("command") == feature)
         for _, topic, payload in msgs:
             if topic == "error":
                 n += json.loads(payload).get("command") == feature
@@ -238,13 +252,17 @@ class Soak:
         self.settle("flood")
 
     def command_round(self, commands):
-        """Sends `commands` at once and waits up to 120 s for every answer."""
+        """Sends `commands` at once and waits up to 120 s for every answer.
+        A hostile command ("hostile", feature, payload) is answered only by
+        an error, and its value reaching the feature's state is a failure."""
         at = self.watch.count()
-        for feature, payload in commands:
-            self.watch.send(feature, payload)
+        hostile = [(f, p) for c in commands if c[0] == "hostile" for f, p in [c[1:]]]
+        for c in commands:
+            self.watch.send(*c[-2:])
         want = {}
-        for feature, _ in commands:
-            want[feature] = want.get(feature, 0) + 1
+        for c in commands:
+            key = f"hostile {c[1]}" if c[0] == "hostile" else c[0]
+            want[key] = want.get(key, 0) + 1
         end = time.monotonic() + 120
         while time.monotonic() < end:
             msgs = self.watch.since(at)
@@ -254,6 +272,8 @@ class Soak:
             time.sleep(0.2)
         for f, n in want.items():
             self.count(f, n, min(got[f], n))
+        states = {(t[: -len("/state")], p) for _, t, p in self.watch.since(at) if t.endswith("/state")}
+        self.applied_hostile += [(f, p) for f, p in hostile if (f, p.encode() if isinstance(p, str) else p) in states]
 
     def stage(self):
         done = subprocess.run([self.args.daemon, "stage", "--verify", "--config", self.args.config],
@@ -309,17 +329,21 @@ class Soak:
         time.sleep(self.args.warmup / 2)
         self.flood()
         self.settled[-1] = ("warm-up", *self.settled[-1][1:])
+        self.pipeline[-1] = ("warm-up", *self.pipeline[-1][1:])
         every = {"broker": max(30, d / 20), "unplug": max(40, d / 6), "flood": max(25, d / 12)}
         due = {k: self.now() + v / 2 for k, v in every.items()}
         due["tmpfs"] = d / 2
-        act = {"broker": self.restart_broker, "unplug": self.unplug, "flood": self.flood, "tmpfs": self.fill_tmpfs}
+        act = {"broker": self.restart_broker, "unplug": self.unplug, "flood": self.flood, "tmpfs": self.fill_tmpfs,
+               "stall": self.stall}
+        if self.args.stall_at:
+            due["stall"] = self.args.stall_at
         while True:
             kind = min(due, key=due.get)
             if due[kind] >= d:
                 break
             time.sleep(max(0.0, due[kind] - self.now()))
             act[kind]()
-            due[kind] = float("inf") if kind == "tmpfs" else due[kind] + every[kind]
+            due[kind] = float("inf") if kind in ("tmpfs", "stall") else due[kind] + every[kind]
         time.sleep(max(0.0, d - self.now()))
         return self.report()
 
@@ -356,6 +380,11 @@ class Soak:
             print(f"soak: {n}")
         return self.goals(base)
 
+    def pipeline_goals(self):
+        for label, frames, fps in self.pipeline:
+            print(f"soak: pipeline at {label}: {frames} frames processed, {fps:.1f} fps")
+        return pipeline_goals_of(self.pipeline, self.applied_hostile)
+
     def rss_bound(self):
         """How far a quiet point may be from the settled value: 5 % from ten
         minutes on; 10 % in shorter runs, whose five quiet points come
@@ -376,6 +405,7 @@ class Soak:
         lost = {f: self.sent[f] - self.answered[f] for f in self.sent if self.sent[f] != self.answered[f]}
         if lost:
             missed.append(f"commands without an answer: {lost}")
+        missed += self.pipeline_goals()
         slow = [r for r in self.reconnects if r is None or r > self.args.reconnect_bound]
         if slow:
             missed.append(f"reconnects over {self.args.reconnect_bound} s: {slow}")
@@ -387,6 +417,30 @@ class Soak:
             print(f"soak: ok (RSS settled within {bound * 100:.0f} %, no command lost, reconnects within the bound, "
                   "one process)")
         return 1 if missed else 0
+
+
+FPS_FLOOR = 0.8
+
+
+def pipeline_goals_of(pipeline, applied_hostile):
+    """The goals that see the worker itself (the control loop answers
+    commands even with a dead worker): frames_processed rises between every
+    two quiet points, the processed rate at each quiet point is at least
+    FPS_FLOOR of the warm-up's (the rate this machine reaches on the 15 fps
+    feed: all of it for the dev build on two cores here, and a slower box
+    is judged by its own), and no hostile command's value reached a state."""
+    missed = []
+    for (a, fa, _), (b, fb, _) in zip(pipeline, pipeline[1:]):
+        if fb <= fa:
+            missed.append(f"frames_processed did not rise from {a} to {b} ({fa} then {fb}): the worker is stalled")
+    if pipeline:
+        floor = FPS_FLOOR * pipeline[0][2]
+        low = [(label, fps) for label, _, fps in pipeline[1:] if fps < floor]
+        if pipeline[0][2] <= 0 or low:
+            missed.append(f"processed fps under {floor:.1f} ({FPS_FLOOR} of the warm-up's {pipeline[0][2]:.1f}): {low}")
+    if applied_hostile:
+        missed.append(f"hostile commands applied: {applied_hostile}")
+    return missed
 
 
 def linear_slope(points):
@@ -412,6 +466,7 @@ def main():
     p.add_argument("--settle", type=float, default=10)
     p.add_argument("--flood", type=int, default=200)
     p.add_argument("--reconnect-bound", type=float, default=7, help="mqtt.reconnect_max_s plus 2 s")
+    p.add_argument("--stall-at", type=float, default=0, help="stall the worker at this second (the goals must fail)")
     soak = Soak(p.parse_args())
     try:
         code = soak.run()

@@ -8,6 +8,8 @@
 #
 #   tests/soak.sh DURATION      e.g. 1h, 90m, 2m or 300 (seconds)
 #   FUSIOND_BIN                 the binary (default: a dev build, cargo build)
+#   SOAK_STALL=S                stall the worker at second S (debug.stall_command):
+#                               the soak must then fail, which CI checks
 #
 # Needs root (it mounts a tmpfs for the models). The test suite runs 2m.
 set -euo pipefail
@@ -76,7 +78,8 @@ echo "== soak: $FUSIOND_BIN for ${seconds}s (broker 127.0.0.1:$port, log $work/f
 rc=0
 "$FUSIOND_PYTHON" tests/soak.py --seconds "$seconds" --port "$port" --daemon "$FUSIOND_BIN" \
     --config "$work/etc/fusiond.toml" --log "$work/fusiond.log" --mosquitto-conf "$work/mosquitto.conf" \
-    --mosquitto-log "$work/mosquitto.log" --shared "$shared" --ramdisk "$work/ramdisk" || rc=$?
+    --mosquitto-log "$work/mosquitto.log" --shared "$shared" --ramdisk "$work/ramdisk" \
+    --stall-at "${SOAK_STALL:-0}" || rc=$?
 if ((rc)); then
     echo "== soak: the daemon's log (last 40 lines)"
     tail -n 40 "$work/fusiond.log"
