@@ -468,11 +468,20 @@ def main():
     p.add_argument("--reconnect-bound", type=float, default=7, help="mqtt.reconnect_max_s plus 2 s")
     p.add_argument("--stall-at", type=float, default=0, help="stall the worker at this second (the goals must fail)")
     soak = Soak(p.parse_args())
+    code = 1
     try:
         code = soak.run()
     finally:
         soak.daemon.terminate()
-        soak.daemon.wait(30)
+        try:
+            soak.daemon.wait(30)
+        except subprocess.TimeoutExpired:
+            # A stalled worker never drains (SOAK_STALL): systemd would kill
+            # it after TimeoutStopSec, and so does the soak.
+            print("soak: the daemon did not stop within 30 s of SIGTERM; killed")
+            soak.daemon.kill()
+            soak.daemon.wait(30)
+            code = code or 1
         soak.broker.stop()
     sys.exit(code)
 
