@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: cf9c4bb8690c90094dfd6fef833a1775e890fbddb96f27af48e44469273b45d1
-SRCREV = "2aca915afc6c3c57774ff4d02c7435190ce80d8d"
+# fusiond-inputs: 0782a387436001e9f1726d31522f22272ecd1a9114281428b4ed8c0779f9507f
+SRCREV = "f0f0d352e5a87007aff8b486c410e2376b69dfc0"
 
 S = "${WORKDIR}/git"
 
