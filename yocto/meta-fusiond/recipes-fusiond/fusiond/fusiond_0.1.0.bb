@@ -17,7 +17,7 @@ DEPENDS += "clang-native libjpeg-turbo systemd"
 
 PV = "0.1.0+git"
 
-SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
+SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;destsuffix=git"
 # The tree this recipe builds. `yocto/update-crates.py --pin` sets SRCREV,
 # PV and fusiond-crates.inc together after every change to Cargo.toml,
 # Cargo.lock, src/, systemd/ or config/, and `yocto/lint.sh` fails in CI
@@ -27,7 +27,7 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main"
 # fusiond-inputs: 0782a387436001e9f1726d31522f22272ecd1a9114281428b4ed8c0779f9507f
 SRCREV = "f0f0d352e5a87007aff8b486c410e2376b69dfc0"
 
-S = "${WORKDIR}/git"
+S = "${UNPACKDIR}/git"
 
 require fusiond-crates.inc
 
