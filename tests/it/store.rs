@@ -171,18 +171,44 @@ fn bad_model(dir: &Path, name: &str, src: &Path, contract: &str, sha: Option<&st
 fn a_tier_with_an_enhancer_runs_it_on_every_swapped_face() {
     let rd = Ramdisk::new();
     let quality: (&str, &[&str]) =
-        ("quality", &["scrfd_500m", "arcface_fr", "latent_color_swapper", "identity_enhancer"]);
+        ("quality", &["scrfd_500m", "arcface_fr", "latent_color_swapper", "inverting_enhancer"]);
     let c = config(&rd, 64, &[], &[FAST, quality]);
     stage(&c, &catalog(&c)).unwrap();
     let store = Store::open(&c, Arc::new(TractBackend::default())).unwrap();
     let TierOutcome::Ready(models) = store.activate("quality").unwrap() else { panic!("quality degraded") };
-    assert_eq!(models.enhancer.as_ref().unwrap().entry.name, "identity_enhancer");
+    assert_eq!(models.enhancer.as_ref().unwrap().entry.name, "inverting_enhancer");
     assert_eq!(models.all().len(), 5, "four models and the refiner");
-    let mut p = live(&models);
-    p.set_source(&image("fr_biden.jpg"), "source").unwrap();
-    let report = p.process(&mut image("fr_two_people.jpg"), std::time::Instant::now()).unwrap();
-    assert_eq!(report.swapped.len(), 2);
-    assert!(report.timings.enhance.as_nanos() > 0);
+    // The same frame through the tier below (no enhancer) and this one: the
+    // inverting enhancer must have changed each swapped face, and nothing
+    // far from the faces.
+    let mut frames = Vec::new();
+    for tier in ["fast", "quality"] {
+        let mut p = live(&store.tier(tier).unwrap());
+        p.set_source(&image("fr_biden.jpg"), "source").unwrap();
+        let mut frame = image("fr_two_people.jpg");
+        let report = p.process(&mut frame, std::time::Instant::now()).unwrap();
+        assert_eq!(report.swapped.len(), 2, "{tier}: {report:?}");
+        assert_eq!(report.timings.enhance.is_zero(), tier == "fast", "{tier}: {report:?}");
+        frames.push((frame, report.faces));
+    }
+    let ((plain, faces), (enhanced, _)) = (&frames[0], &frames[1]);
+    let diff = |b: [f32; 4]| {
+        let (x0, y0, x1, y1) = (b[0].max(0.0) as u32, b[1].max(0.0) as u32, b[2] as u32, b[3] as u32);
+        let (mut sum, mut n) = (0u64, 0u64);
+        for y in y0..y1.min(plain.height()) {
+            for x in x0..x1.min(plain.width()) {
+                let (p, q) = (plain.get_pixel(x, y).0, enhanced.get_pixel(x, y).0);
+                sum += p.iter().zip(q).map(|(a, b)| a.abs_diff(b) as u64).sum::<u64>();
+                n += 3;
+            }
+        }
+        sum as f64 / n.max(1) as f64
+    };
+    for f in faces {
+        let d = diff(f.bbox);
+        assert!(d > 20.0, "face at {:?}: the enhancer changed it by {d:.1} levels on average", f.bbox);
+    }
+    assert!(diff([0.0, 0.0, 20.0, 20.0]) < 1.0, "the corner far from the faces changed");
 }
 
 #[test]
