@@ -11,6 +11,7 @@ mod daemon;
 mod daemon_config;
 mod daemon_pixels;
 mod discovery;
+mod docs;
 mod emap;
 #[cfg(feature = "ort")]
 mod engines;

@@ -1,0 +1,106 @@
+//! README.md and docs/*.md name only what exists: every `fusiond <command>`
+//! they show (in backticks or in a code block) is one `fusiond --help`
+//! lists, and every config key they name in backticks (`pipeline.max_yaw_deg`,
+//! `inference.ort.tensorrt.fp16`, a section such as `pipeline.smoothing`) is
+//! one config/fusiond.toml has (it lists every key with its default, the
+//! optional ones commented out).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+const SECTIONS: [&str; 10] =
+    ["models", "camera", "mqtt", "pipeline", "output", "http", "inference", "audit", "debug", "tier"];
+
+/// File names, not keys (`audit.jsonl`).
+const FILES: [&str; 8] = [".jsonl", ".json", ".toml", ".md", ".log", ".onnx", ".safetensors", ".conf"];
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn docs() -> Vec<(PathBuf, String)> {
+    let mut paths = vec![repo().join("README.md")];
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(repo().join("docs")).unwrap().map(|e| e.unwrap().path()).collect();
+    pages.sort();
+    paths.extend(pages.into_iter().filter(|p| p.extension().is_some_and(|x| x == "md")));
+    paths.into_iter().map(|p| (p.clone(), std::fs::read_to_string(&p).unwrap())).collect()
+}
+
+/// Every section and key of the packaged config, as dotted paths, the
+/// commented-out ones (`# token_file = ...`) included.
+fn config_keys() -> BTreeSet<String> {
+    let text = std::fs::read_to_string(repo().join("config/fusiond.toml")).unwrap();
+    let mut keys = BTreeSet::new();
+    let mut section = String::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.trim_matches(['[', ']']).to_string();
+            let parts: Vec<&str> = section.split('.').collect();
+            for n in 1..=parts.len() {
+                keys.insert(parts[..n].join("."));
+            }
+            continue;
+        }
+        let bare = line.trim_start_matches('#').trim();
+        let Some((key, _)) = bare.split_once(" = ") else { continue };
+        if !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+            keys.insert(if section.is_empty() { key.to_string() } else { format!("{section}.{key}") });
+        }
+    }
+    keys
+}
+
+/// The spans between backticks on each line.
+fn spans(text: &str) -> Vec<&str> {
+    text.lines().flat_map(|l| l.split('`').skip(1).step_by(2)).collect()
+}
+
+/// Command lines of the fenced code blocks.
+fn code_lines(text: &str) -> Vec<&str> {
+    let mut inside = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            inside = !inside;
+        } else if inside {
+            out.push(line.trim().trim_start_matches("$ ").trim_start_matches("sudo "));
+        }
+    }
+    out
+}
+
+fn commands() -> BTreeSet<String> {
+    let out = crate::util::fusiond_command().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout).to_string();
+    let listed = help.split("Commands:").nth(1).and_then(|s| s.split("Options:").next()).unwrap_or_default();
+    listed.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect()
+}
+
+#[test]
+fn the_docs_name_only_commands_and_config_keys_that_exist() {
+    let (keys, commands) = (config_keys(), commands());
+    assert!(keys.contains("pipeline.max_yaw_deg") && keys.contains("http.token_file"), "{keys:?}");
+    assert!(commands.contains("run") && commands.contains("verify"), "{commands:?}");
+    let mut wrong = Vec::new();
+    for (path, text) in docs() {
+        let name = path.strip_prefix(repo()).unwrap().display().to_string();
+        for span in spans(&text) {
+            let file = FILES.iter().any(|ext| span.ends_with(ext));
+            let dotted = span.split('.').count() > 1
+                && !file
+                && span.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '.');
+            if dotted && SECTIONS.contains(&span.split('.').next().unwrap()) && !keys.contains(span) {
+                wrong.push(format!("{name}: config key `{span}` is not in config/fusiond.toml"));
+            }
+        }
+        let shown = spans(&text).into_iter().chain(code_lines(&text));
+        for line in shown {
+            let Some(rest) = line.strip_prefix("fusiond ") else { continue };
+            let Some(word) = rest.split_whitespace().find(|w| !w.starts_with('-')) else { continue };
+            if word.chars().all(|c| c.is_ascii_lowercase() || c == '-') && !commands.contains(word) {
+                wrong.push(format!("{name}: `fusiond {word}` is not a command `fusiond --help` lists"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "the docs name what does not exist:\n{}", wrong.join("\n"));
+}
