@@ -1,9 +1,11 @@
 //! README.md and docs/*.md name only what exists: every `fusiond <command>`
 //! they show (in backticks or in a code block) is one `fusiond --help`
-//! lists, and every config key they name in backticks (`pipeline.max_yaw_deg`,
+//! lists, every config key they name in backticks (`pipeline.max_yaw_deg`,
 //! `inference.ort.tensorrt.fp16`, a section such as `pipeline.smoothing`) is
 //! one config/fusiond.toml has (it lists every key with its default, the
-//! optional ones commented out).
+//! optional ones commented out), every HTTP endpoint (`/api/state`,
+//! `/stream.mjpeg`) is one the router serves, and every MQTT topic
+//! (`<base>/faces`, `<base>/blend/set`) is one the daemon uses.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -76,8 +78,46 @@ fn commands() -> BTreeSet<String> {
     listed.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect()
 }
 
+/// Whether `span` looks like an HTTP endpoint: under `/api/`, or a
+/// top-level name the page and clients fetch (not a file system path).
+fn endpoint(span: &str) -> bool {
+    let plain = !span.contains(['<', ' ', '*', '{']);
+    let top = span.matches('/').count() == 1 && [".jpg", ".mjpeg", ".js", ".css"].iter().any(|e| span.ends_with(e))
+        || span == "/metrics";
+    plain && span.starts_with('/') && (span.starts_with("/api/") || top)
+}
+
+/// Whether `<base>/leaf` is a topic the daemon publishes or reads.
+fn topic(leaf: &str) -> bool {
+    let parts: Vec<&str> = leaf.split('/').collect();
+    let features = fusiond::mqtt::topics::FEATURES;
+    match parts[..] {
+        [one] => ["available", "frame", "snapshot", "faces", "stats", "events", "error"].contains(&one),
+        [feature, "set" | "state"] => features.contains(&feature) || ["<feature>", "+", "camera"].contains(&feature),
+        _ => false,
+    }
+}
+
+fn wrong_endpoints_and_topics(name: &str, text: &str) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for span in spans(text) {
+        let path = span.split('?').next().unwrap_or(span);
+        if endpoint(path)
+            && ["GET", "POST"].iter().all(|m| fusiond::http::route(m, path) == fusiond::http::Route::NotFound)
+        {
+            wrong.push(format!("{name}: endpoint `{span}` is not one the HTTP server serves"));
+        }
+        if let Some(leaf) = span.strip_prefix("<base>/") {
+            if !topic(leaf) {
+                wrong.push(format!("{name}: topic `{span}` is not one the daemon uses"));
+            }
+        }
+    }
+    wrong
+}
+
 #[test]
-fn the_docs_name_only_commands_and_config_keys_that_exist() {
+fn the_docs_name_only_commands_keys_endpoints_and_topics_that_exist() {
     let (keys, commands) = (config_keys(), commands());
     assert!(keys.contains("pipeline.max_yaw_deg") && keys.contains("http.token_file"), "{keys:?}");
     assert!(commands.contains("run") && commands.contains("verify"), "{commands:?}");
@@ -93,6 +133,7 @@ fn the_docs_name_only_commands_and_config_keys_that_exist() {
                 wrong.push(format!("{name}: config key `{span}` is not in config/fusiond.toml"));
             }
         }
+        wrong.extend(wrong_endpoints_and_topics(&name, &text));
         let shown = spans(&text).into_iter().chain(code_lines(&text));
         for line in shown {
             let Some(rest) = line.strip_prefix("fusiond ") else { continue };
