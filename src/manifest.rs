@@ -121,6 +121,7 @@ pub(crate) struct RawEntry {
     template: Option<Template>,
     embedding_len: Option<usize>,
     pub(crate) emap: Option<String>,
+    emap_sha256: Option<String>,
     emap_source: Option<String>,
     #[serde(default)]
     renormalize_latent: bool,
@@ -159,6 +160,8 @@ pub struct ModelEntry {
     pub embedding_len: Option<usize>,
     /// inswapper's emap side file (safetensors, tensor `emap`).
     pub emap: Option<PathBuf>,
+    /// Lower-case hex SHA-256 the side file must have, when pinned.
+    pub emap_sha256: Option<String>,
     /// inswapper only: the float model whose graph holds this model's emap
     /// (quantisers rename and fold initializers, so an INT8 graph cannot be
     /// searched for it).
@@ -247,9 +250,11 @@ pub struct Manifest {
 /// An entry's sha256 is 64 hex digits, and its kind, when given, is its
 /// contract's.
 fn check_hash_and_kind(r: &RawEntry) -> Result<(), String> {
-    if let Some(s) = &r.sha256 {
-        if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(format!("sha256 `{s}` is not 64 hex digits"));
+    for (key, hash) in [("sha256", &r.sha256), ("emap_sha256", &r.emap_sha256)] {
+        if let Some(s) = hash {
+            if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(format!("{key} `{s}` is not 64 hex digits"));
+            }
         }
     }
     match r.kind {
@@ -322,6 +327,7 @@ impl Manifest {
                 template: r.template.or(r.contract.default_template()),
                 embedding_len,
                 emap: r.emap.as_ref().map(|e| dir.join(e)),
+                emap_sha256: r.emap_sha256.as_ref().map(|s| s.to_ascii_lowercase()),
                 emap_source: r.emap_source.clone(),
                 renormalize_latent: r.renormalize_latent,
                 name: r.name.clone(),

@@ -91,6 +91,7 @@ pub fn parse_emap(bytes: &[u8]) -> Result<Tensor, String> {
 pub fn load_emap(catalog: &Catalog, entry: &ModelEntry, cache: Option<&Path>) -> Result<Tensor, StoreError> {
     let side = side_file(entry);
     if side.is_file() {
+        check_side_file(entry, &side)?;
         return read_emap(&side);
     }
     let cached = match (cache, &float_entry(catalog, entry)?.sha256) {
@@ -122,6 +123,25 @@ pub fn load_emap(catalog: &Catalog, entry: &ModelEntry, cache: Option<&Path>) ->
         }
     }
     Ok(emap)
+}
+
+/// A side file the manifest pins (`emap_sha256`) must hash to it: the
+/// emap turns every source identity into the swapper's latent, so a
+/// swapped-in file would paste another face.
+fn check_side_file(entry: &ModelEntry, side: &Path) -> Result<(), StoreError> {
+    let Some(want) = &entry.emap_sha256 else { return Ok(()) };
+    let bytes = std::fs::read(side).map_err(|e| StoreError::Emap(format!("{}: {e}", side.display())))?;
+    let got = crate::catalog::sha256_hex(&bytes);
+    if &got != want {
+        return Err(StoreError::Emap(format!(
+            "model `{}`: {} has SHA-256 {got}, not the manifest's emap_sha256 {want}; put back the side file \
+             it was pinned with, or regenerate it with `fusiond emap {}` and pin the new hash",
+            entry.name,
+            side.display(),
+            entry.name
+        )));
+    }
+    Ok(())
 }
 
 /// The model whose graph holds `entry`'s emap.

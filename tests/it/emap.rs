@@ -53,3 +53,33 @@ fn a_quantised_graph_names_where_its_emap_comes_from() {
     let err = extract_emap(&bytes).unwrap_err().to_string();
     assert!(err.contains("`emap_source`") && err.contains("fusiond emap"), "{err}");
 }
+
+/// A side file the manifest pins with `emap_sha256` is checked before it is
+/// read: a swapped-in emap (another face for every source) is refused,
+/// naming both hashes.
+#[test]
+fn a_pinned_emap_side_file_that_does_not_match_is_refused() {
+    let contract = contract_models();
+    let catalog = catalog();
+    let known = catalog.entry("known_emap").unwrap();
+    let from_graph = extract_emap(&catalog.0.catalog().open_file(known).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(contract.join("known_emap_swapper_128.onnx"), dir.path().join("pinned.onnx")).unwrap();
+    let side = dir.path().join("pinned.emap.safetensors");
+    write_emap(&side, &from_graph).unwrap();
+    let sha = |p: &std::path::Path| fusiond::catalog::sha256_hex(&std::fs::read(p).unwrap());
+    let manifest = format!(
+        "[[model]]\nname = \"pinned\"\nfile = \"pinned.onnx\"\nsha256 = {:?}\ncontract = \"inswapper\"\n\
+         licence = \"test\"\nemap_sha256 = {:?}\n",
+        sha(&dir.path().join("pinned.onnx")),
+        sha(&side)
+    );
+    std::fs::write(dir.path().join("manifest.toml"), manifest).unwrap();
+    let loader = Loader::open(&[dir.path().to_path_buf()], std::sync::Arc::new(TractBackend::default())).unwrap();
+    let entry = loader.catalog().entry("pinned").unwrap().clone();
+    assert_eq!(loader.load(&entry).unwrap().emap.unwrap(), from_graph);
+    let doubled = Tensor::new(from_graph.shape(), from_graph.data().iter().map(|v| v * 2.0).collect()).unwrap();
+    write_emap(&side, &doubled).unwrap();
+    let err = loader.load(&entry).err().unwrap().to_string();
+    assert!(err.contains("emap_sha256") && err.contains(&sha(&side)), "{err}");
+}
