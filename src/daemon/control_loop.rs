@@ -279,7 +279,8 @@ impl ControlLoop<'_> {
             log::warn!("reload: these changes take effect at the next restart: {}", restart.join(", "));
         }
         self.control.set_limits(limits(&config));
-        self.announce_again(&config);
+        // Tiers, the frame rate's limit and output.frames may have changed.
+        self.outbox.push(super::settings::discovery_after_reload(&self.config, &config, &self.topics));
         self.caps.set_source(config.pipeline.max_source_bytes);
         self.mailbox.config(WorkerConfig::from_config(&config));
         self.stats_interval = Duration::from_secs(config.output.stats_interval_s);
@@ -290,16 +291,6 @@ impl ControlLoop<'_> {
         self.switch_tier(&tier, "reload");
         self.store.preload_next(&self.models.tier);
         self.event(Event::Reloaded { config: self.config_path.clone(), restart_needed: restart });
-    }
-
-    /// Home Assistant's device config after a reload, since tiers, the frame
-    /// rate's limit and `output.frames` may have changed; the broker session
-    /// (prefix and device id) stays as it started until a restart.
-    fn announce_again(&self, config: &Config) {
-        let mut announced = config.clone();
-        announced.mqtt = self.config.mqtt.clone();
-        let device_id = announced.mqtt.device_id.clone().unwrap_or_else(super::settings::hostname);
-        self.outbox.push(super::settings::discovery_message(&announced, &device_id, &self.topics));
     }
 
     /// Writes an applied command to the audit log when it is one the log

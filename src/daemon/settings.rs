@@ -191,8 +191,18 @@ pub(crate) fn hostname() -> String {
         .unwrap_or_else(|| "fusiond".into())
 }
 
+/// Home Assistant's device config after a reload from `old` to `new`: the
+/// new tiers, frame-rate limit and `output.frames`, on the broker session
+/// (prefix and device id) `old` started, which only a restart changes.
+pub(crate) fn discovery_after_reload(old: &Config, new: &Config, topics: &Topics) -> Message {
+    let mut announced = new.clone();
+    announced.mqtt = old.mqtt.clone();
+    let device_id = announced.mqtt.device_id.clone().unwrap_or_else(hostname);
+    discovery_message(&announced, &device_id, topics)
+}
+
 /// The discovery config (or its withdrawal) `config` announces.
-pub(crate) fn discovery_message(config: &Config, device_id: &str, topics: &Topics) -> Message {
+fn discovery_message(config: &Config, device_id: &str, topics: &Topics) -> Message {
     let prefix = &config.mqtt.discovery_prefix;
     if !config.mqtt.discovery {
         return discovery::withdraw(prefix, device_id);
