@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 0782a387436001e9f1726d31522f22272ecd1a9114281428b4ed8c0779f9507f
-SRCREV = "f0f0d352e5a87007aff8b486c410e2376b69dfc0"
+# fusiond-inputs: d222b003c6106a236da95e099a7b6b8236f2bd818cceeacc7602f972e85c1e42
+SRCREV = "648a4605b6e153e5b06cb0d4fc0c71a2b4dee3e1"
 
 S = "${UNPACKDIR}/git"
 
