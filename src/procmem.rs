@@ -126,6 +126,20 @@ pub fn map_big_blocks_on_their_own() {
     }
 }
 
+/// Called by the one-shot commands once their models are loaded, before
+/// they run them on image after image: [`tune_allocator`]'s thresholds
+/// again, so each image's buffers (the detector's input and activations,
+/// the decoded picture) are reused from the heap instead of mapped and
+/// unmapped, and faulted in afresh, for every image.
+pub fn keep_blocks_in_the_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt changes a tunable under the allocator's own lock.
+    unsafe {
+        nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, HEAP_BLOCKS_UNDER as i32);
+        nix::libc::mallopt(nix::libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD as i32);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -57,6 +57,8 @@ pub fn run(args: Args) -> Result<()> {
     let loader = args.models.loader()?.without_warm_up();
     let mut detector = args.models.detector(&loader)?;
     let mut recognizer = if args.embed { Some(args.models.recognizer(&loader)?) } else { None };
+    // Loaded: from here the buffers of one image serve the next.
+    crate::procmem::keep_blocks_in_the_heap();
     for path in &args.images {
         let img = load_image(path)?;
         let faces = detector.detect(&img)?;
