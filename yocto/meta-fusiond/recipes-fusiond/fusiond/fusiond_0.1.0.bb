@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: d222b003c6106a236da95e099a7b6b8236f2bd818cceeacc7602f972e85c1e42
-SRCREV = "648a4605b6e153e5b06cb0d4fc0c71a2b4dee3e1"
+# fusiond-inputs: b41de6c94a5092b4e5f3ff1b01cd8e0186ffe3701fda955fb50390c4b5a2af88
+SRCREV = "fb52e5127f561def5c72ded48e86ef082fe07584"
 
 S = "${UNPACKDIR}/git"
 
