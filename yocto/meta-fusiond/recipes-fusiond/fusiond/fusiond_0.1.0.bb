@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: b41de6c94a5092b4e5f3ff1b01cd8e0186ffe3701fda955fb50390c4b5a2af88
-SRCREV = "fb52e5127f561def5c72ded48e86ef082fe07584"
+# fusiond-inputs: 8fb149b978982db816f8e6ebb02cb8b65a8e0a160c0b053b8346152502bc13ca
+SRCREV = "c93cc41a898f464ec8a4c808b60681b4f362306c"
 
 S = "${UNPACKDIR}/git"
 
