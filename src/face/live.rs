@@ -8,6 +8,8 @@
 
 use super::pose::Fader;
 use super::refine::{refine, substitute, CropBuffers};
+use super::reid::Reid;
+use super::smooth::iod;
 use super::{
     largest, Blend, ColorTransfer, Embedding, Face, FaceOrder, FusionPipeline, Mappings, MaskSettings, MouthSettings,
     Result, Selector, SelectorMode, SmoothSettings, StageTimings, Sticky, StickySettings, Tracked, Tracker,
@@ -93,6 +95,8 @@ pub struct LivePipeline {
     crops: CropBuffers,
     /// Each track's swap level, for heads turned away.
     fader: Fader,
+    /// Identities of live and recently ended tracks.
+    reid: Reid,
 }
 
 impl LivePipeline {
@@ -114,6 +118,7 @@ impl LivePipeline {
             want_reference: false,
             crops: CropBuffers::default(),
             fader: Fader::default(),
+            reid: Reid::default(),
         };
         live.set_selector(settings.selector);
         live
@@ -277,6 +282,7 @@ impl LivePipeline {
                 inference += refined.inference;
             }
             self.tracks = self.tracker.update(&faces, t);
+            inference += self.reidentify(frame, t);
             self.last_detect = Some(now);
         } else {
             self.tracker.predict(&mut self.tracks, t);
@@ -295,6 +301,25 @@ impl LivePipeline {
         }
         let detect = if due || self.fusion.refiner.is_some() { started.elapsed() } else { Duration::ZERO };
         Ok((due, detect, inference))
+    }
+
+    /// Tracks born on this detection are embedded; one that is a person
+    /// whose track ended (within [`Reid::KEEP_S`]) takes that person's id
+    /// back. Returns the time inside the recogniser.
+    fn reidentify(&mut self, frame: &RgbImage, t: f64) -> Duration {
+        let tracker = &self.tracker;
+        self.reid.retire(|id| tracker.tracks().iter().any(|k| k.id == id), t);
+        let mut spent = Duration::ZERO;
+        for k in self.tracks.iter_mut().filter(|k| k.age == 1 && iod(&k.face.landmarks) >= Reid::MIN_IOD_PX) {
+            let Ok(identity) = self.fusion.recognizer.embed(frame, &k.face.landmarks) else { continue };
+            spent += self.fusion.recognizer.last_inference();
+            if let Some(old) = self.reid.recognise(&identity, self.settings.reference_distance) {
+                self.tracker.rename(k.id, old);
+                k.id = old;
+            }
+            self.reid.remember(k.id, identity);
+        }
+        spent
     }
 
     /// Mapped faces take their mapping's identity; the rest follow the

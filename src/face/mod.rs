@@ -13,6 +13,7 @@ mod pipeline;
 pub mod pose;
 mod recognize;
 mod refine;
+mod reid;
 mod select;
 pub mod smooth;
 pub mod stability;

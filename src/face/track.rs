@@ -149,6 +149,13 @@ impl Tracker {
         track_of
     }
 
+    /// Gives live track `from` the id `to` (a re-identified person's own).
+    pub fn rename(&mut self, from: u64, to: u64) {
+        for k in self.tracks.iter_mut().filter(|k| k.id == from) {
+            k.id = to;
+        }
+    }
+
     /// Live tracks, including ones missed in the last few detections.
     pub fn tracks(&self) -> &[Tracked] {
         &self.tracks

@@ -203,3 +203,30 @@ fn the_real_daemon_holds_one_id_per_person_without_flips_or_dropouts_on_real_cli
         }
     }
 }
+
+/// A person hidden for longer than a track is held (0.8 s of black frames
+/// at 24 fps, against 0.5 s) comes back with their own id: the new track's
+/// identity is that of the track that ended.
+#[test]
+fn a_person_back_after_a_gap_longer_than_a_track_is_held_gets_their_id_back() {
+    let (_dir, paths) = clip_frames("franck-talking.mp4", 0.0, 48);
+    let m = models();
+    let mut live = daemon_pipeline(&m);
+    let black = fusiond::vision::RgbImage::new(640, 480);
+    let frames = paths[..24]
+        .iter()
+        .map(|p| decode(p))
+        .chain(std::iter::repeat_n(black, 20))
+        .chain(paths[24..].iter().map(|p| decode(p)));
+    let start = std::time::Instant::now();
+    let mut ids: Vec<Vec<u64>> = Vec::new();
+    for (i, mut frame) in frames.enumerate() {
+        let now = start + Duration::from_secs_f64(i as f64 / 24.0);
+        ids.push(live.process(&mut frame, now).unwrap().ids);
+    }
+    let (before, gap, after) = (&ids[..24], &ids[24..44], &ids[44..]);
+    assert!(gap[15..].iter().all(|f| f.is_empty()), "nobody is put out on black frames: {gap:?}");
+    let first = before.last().unwrap().clone();
+    assert_eq!(first.len(), 1, "{before:?}");
+    assert!(after.iter().all(|f| *f == first), "the person came back as {after:?}, not {first:?}");
+}
