@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 8fb149b978982db816f8e6ebb02cb8b65a8e0a160c0b053b8346152502bc13ca
-SRCREV = "c93cc41a898f464ec8a4c808b60681b4f362306c"
+# fusiond-inputs: ae7ceb4e3a79fbacf4e26f2da26f8e7d6e6a4c79516f8619365d60477945d4c3
+SRCREV = "76de90b5921c7fcdedfdc611da88bd5822d2cb38"
 
 S = "${UNPACKDIR}/git"
 
