@@ -44,6 +44,19 @@ impl Reid {
         self.lost.drain(..over);
     }
 
+    /// The held track (live, but missed by the last detections: `held`)
+    /// `identity` is, nearest within `max_distance`: a turning head the
+    /// detector found again too far from its track to continue it.
+    pub fn recognise_held(&self, identity: &Embedding, held: impl Fn(u64) -> bool, max_distance: f32) -> Option<u64> {
+        let near = self.live.iter().filter(|(id, _)| held(**id)).map(|(id, e)| (*id, identity.distance(e)));
+        near.filter(|(_, d)| *d <= max_distance).min_by(|a, b| a.1.total_cmp(&b.1)).map(|(id, _)| id)
+    }
+
+    /// Forgets live track `id` (its person continues under another id).
+    pub fn forget(&mut self, id: u64) {
+        self.live.remove(&id);
+    }
+
     /// The ended track `identity` is (the nearest within `max_distance`,
     /// `(1 - cos) / 2`), taken off the ended list.
     pub fn recognise(&mut self, identity: &Embedding, max_distance: f32) -> Option<u64> {
@@ -80,5 +93,15 @@ mod tests {
         assert_eq!(r.recognise(&e(&[-1.0, 0.0]), 0.3), None, "another person");
         r.retire(|_| false, 6.0 + Reid::KEEP_S + 1.0);
         assert_eq!(r.recognise(&e(&[1.0, 0.0]), 0.3), None, "forgotten after KEEP_S");
+    }
+
+    #[test]
+    fn a_held_track_is_recognised_only_while_it_is_held() {
+        let mut r = Reid::default();
+        r.remember(7, e(&[1.0, 0.0]));
+        assert_eq!(r.recognise_held(&e(&[0.9, 0.1]), |id| id == 7, 0.3), Some(7));
+        assert_eq!(r.recognise_held(&e(&[0.9, 0.1]), |_| false, 0.3), None, "seen this frame: not held");
+        r.forget(7);
+        assert_eq!(r.recognise_held(&e(&[0.9, 0.1]), |_| true, 0.3), None);
     }
 }

@@ -149,8 +149,10 @@ impl Tracker {
         track_of
     }
 
-    /// Gives live track `from` the id `to` (a re-identified person's own).
+    /// Gives live track `from` the id `to` (a re-identified person's own);
+    /// a track still holding `to` (missed, held) is dropped for it.
     pub fn rename(&mut self, from: u64, to: u64) {
+        self.tracks.retain(|k| k.id != to);
         for k in self.tracks.iter_mut().filter(|k| k.id == from) {
             k.id = to;
         }
