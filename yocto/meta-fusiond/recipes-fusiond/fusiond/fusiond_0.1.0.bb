@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: ae7ceb4e3a79fbacf4e26f2da26f8e7d6e6a4c79516f8619365d60477945d4c3
-SRCREV = "76de90b5921c7fcdedfdc611da88bd5822d2cb38"
+# fusiond-inputs: 1d8f13d55abd22245136b46d2f192fb5781abb6845f7423a4f1fd9f082920d65
+SRCREV = "223e67b997dc31bd49bf28b9908ec2a2887a3fc1"
 
 S = "${UNPACKDIR}/git"
 
