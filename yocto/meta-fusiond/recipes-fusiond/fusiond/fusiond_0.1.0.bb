@@ -25,7 +25,7 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
 # fusiond-inputs: 1d8f13d55abd22245136b46d2f192fb5781abb6845f7423a4f1fd9f082920d65
-SRCREV = "223e67b997dc31bd49bf28b9908ec2a2887a3fc1"
+SRCREV = "6333769956e2c5ca367985cf5026c83fb91ea56d"
 
 S = "${UNPACKDIR}/git"
 
