@@ -178,8 +178,13 @@ impl FusionPipeline {
     ) -> Result<(Vec<usize>, Vec<usize>, StageTimings)> {
         let full: Vec<usize> = picks.iter().copied().filter(|&i| levels[i] >= 1.0).collect();
         let fading: Vec<usize> = picks.iter().copied().filter(|&i| levels[i] < 1.0).collect();
-        let chosen: Vec<Face> = full.iter().map(|&i| faces[i].clone()).collect();
-        let (done, mut t) = self.fuse(frame, &chosen)?;
+        // Every face at full level (the usual frame) or one: fused from the
+        // caller's slice; only a mix of levels copies the faces.
+        let (done, mut t) = match full[..] {
+            _ if full.len() == faces.len() => self.fuse(frame, faces)?,
+            [one] => self.fuse(frame, std::slice::from_ref(&faces[one]))?,
+            _ => self.fuse(frame, &full.iter().map(|&i| faces[i].clone()).collect::<Vec<_>>())?,
+        };
         let mut swapped: Vec<usize> = done.iter().map(|&k| full[k]).collect();
         for &i in fading.iter().filter(|&&i| levels[i] > 0.0) {
             let (done, t2) = self.at_level(levels[i], |f| f.fuse(frame, std::slice::from_ref(&faces[i])))?;

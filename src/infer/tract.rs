@@ -122,16 +122,7 @@ impl Backend for TractBackend {
         // caller passes the only reference to the mapping).
         let mut proto = super::tract_import::decode(bytes)?;
         if self.fused_ops {
-            let prepared = super::tract_ops::prepare(&mut proto);
-            if prepared != super::tract_ops::Prepared::default() {
-                log::debug!(
-                    "tract: {} constant dequantisers folded, {} quantise-dequantise pairs fused ({} of them dropped, already on their grid), {} convolutions merged into a sibling",
-                    prepared.folded,
-                    prepared.fused_pairs,
-                    prepared.repeated_pairs,
-                    prepared.merged_convs
-                );
-            }
+            prepare_logged(&mut proto);
         }
         let parsed = start.elapsed();
         let after_parse = crate::procmem::rss().0;
@@ -152,13 +143,7 @@ impl Backend for TractBackend {
         let half = precision == Precision::Fp16;
         let typed = super::tract_ops::optimize(model, self.fused_ops, half).map_err(load_err)?;
         // At FP16 the inputs become f16 too: `values` casts what it is fed.
-        let input_types = typed
-            .input_outlets()
-            .map_err(load_err)?
-            .iter()
-            .map(|o| typed.outlet_fact(*o).map(|f| f.datum_type))
-            .collect::<TractResult<Vec<_>>>()
-            .map_err(load_err)?;
+        let input_types = input_types(&typed).map_err(load_err)?;
         let outputs = typed
             .output_outlets()
             .map_err(load_err)?
@@ -177,6 +162,26 @@ impl Backend for TractBackend {
         };
         Ok(Arc::new(TractModel { plan, inputs, input_types, outputs, phases, threads: self.threads }))
     }
+}
+
+/// fusiond's rewrites of the graph before tract imports it, said in the
+/// debug log when they changed something.
+fn prepare_logged(proto: &mut pb::ModelProto) {
+    let prepared = super::tract_ops::prepare(proto);
+    if prepared != super::tract_ops::Prepared::default() {
+        log::debug!(
+            "tract: {} constant dequantisers folded, {} quantise-dequantise pairs fused ({} of them dropped, already on their grid), {} convolutions merged into a sibling",
+            prepared.folded,
+            prepared.fused_pairs,
+            prepared.repeated_pairs,
+            prepared.merged_convs
+        );
+    }
+}
+
+/// The element type of each input of the optimised plan.
+fn input_types(typed: &TypedModel) -> TractResult<Vec<DatumType>> {
+    typed.input_outlets()?.iter().map(|o| typed.outlet_fact(*o).map(|f| f.datum_type)).collect()
 }
 
 /// tract's matrix-product kernels by tract-linalg's name, and fusiond's own
