@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 1d8f13d55abd22245136b46d2f192fb5781abb6845f7423a4f1fd9f082920d65
-SRCREV = "6333769956e2c5ca367985cf5026c83fb91ea56d"
+# fusiond-inputs: dbf7303db3e3cb19c67c216f5f53d56a111e0d72d93b8a1b05ed0bfad974781d
+SRCREV = "27cb6e25a6b35c08323ed11e4396e2a0d007022a"
 
 S = "${UNPACKDIR}/git"
 
