@@ -23,6 +23,8 @@ pub struct OutputConfig {
     pub label: bool,
     /// `[output.watermark]`: the invisible mark on every output frame.
     pub watermark: crate::mark::WatermarkSettings,
+    /// `[output.c2pa]`: the signed C2PA manifest on published JPEGs.
+    pub c2pa: crate::mark::C2paSettings,
 }
 
 impl Default for OutputConfig {
@@ -36,6 +38,7 @@ impl Default for OutputConfig {
             v4l2: VcamSettings::default(),
             label: false,
             watermark: Default::default(),
+            c2pa: Default::default(),
         }
     }
 }
@@ -50,6 +53,7 @@ impl OutputConfig {
             return Err("output: need 0 < max_frame_rate <= 120 and 0 <= frame_rate <= max_frame_rate".into());
         }
         self.watermark.validate()?;
+        self.c2pa.validate()?;
         self.v4l2.validate()
     }
 }

@@ -42,6 +42,7 @@ use crate::face::SelectorMode;
 use crate::http::wire::Limits;
 use crate::http::{Choices, HttpSettings, HttpState, Options, Server};
 use crate::infer::Engines;
+use crate::mark::c2pa::C2paSigner;
 use crate::mqtt::{CommandError, Event, Link, Message, Outbox, Stage};
 use crate::store::cache::Cache;
 use crate::store::Store;
@@ -86,6 +87,8 @@ struct Session<'a> {
     http: Arc<HttpState>,
     /// The V4L2 output's hand-off, when `output.v4l2.enabled`.
     vcam: Option<Arc<Vcam>>,
+    /// The C2PA signer, when `output.c2pa.enabled`.
+    c2pa: Option<Arc<C2paSigner>>,
 }
 
 /// Runs the daemon until `signals.stop`. `source` replaces the configured
@@ -94,6 +97,9 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
     let started = Instant::now();
     let config = Config::load(config_path)?;
     let settings = DaemonSettings::from_config(&config)?;
+    // Before anything is published: with the manifest on, a key that
+    // cannot be read stops the start rather than publish unsigned frames.
+    let c2pa = C2paSigner::load(&config.output.c2pa).map_err(|e| anyhow!(e))?.map(Arc::new);
     let open_camera = match source {
         Some(s) => s,
         None => settings.camera_factory()?,
@@ -124,6 +130,7 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
         started,
         http: http.clone(),
         vcam: output.as_ref().map(|o| o.vcam.clone()),
+        c2pa,
     };
     let result = run_connected(session, config, open_camera);
     http.hub.close();
@@ -316,7 +323,7 @@ fn spawn_worker(s: &Session, ctl: &ControlLoop) -> Result<JoinHandle<Result<(), 
     let (latest, stats, mailbox) = (ctl.counters.latest.clone(), ctl.counters.worker.clone(), ctl.mailbox.clone());
     let (outbox, topics, notifier) = (s.outbox.clone(), s.settings.topics.clone(), s.notifier);
     let (models, config, settings) = (ctl.models.clone(), s.settings.worker.clone(), ctl.control.settings().clone());
-    let (hub, vcam) = (s.http.hub.clone(), s.vcam.clone());
+    let (hub, vcam, c2pa) = (s.http.hub.clone(), s.vcam.clone(), s.c2pa.clone());
     let thread = std::thread::Builder::new().name("worker".into()).spawn(move || {
         let w = Worker {
             latest: &latest,
@@ -327,6 +334,7 @@ fn spawn_worker(s: &Session, ctl: &ControlLoop) -> Result<JoinHandle<Result<(), 
             notifier,
             hub: &hub,
             vcam: vcam.as_deref(),
+            c2pa: c2pa.as_deref(),
         };
         let result = w.run(models, config, &settings);
         // A worker that cannot run stops capture too: nothing would use it.

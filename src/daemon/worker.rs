@@ -11,12 +11,13 @@ use crate::capture::{Frame, LatestFrame};
 use crate::control::Settings;
 use crate::face::{FrameReport, LivePipeline, MouthSettings, StageTimings};
 use crate::http::FrameHub;
+use crate::mark::c2pa::C2paSigner;
 use crate::mark::Marker;
 use crate::mqtt::{Event, FaceOut, FacesMessage, Message, Outbox, Stage, TimingsOut, Topics};
 use crate::store::TierModels;
 use crate::vcam::Vcam;
 use crate::vision::{encode_jpeg, RgbImage};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 fn ms(d: Duration) -> f32 {
@@ -34,6 +35,8 @@ pub struct Worker<'a> {
     pub hub: &'a FrameHub,
     /// The V4L2 output takes the raw fused frames.
     pub vcam: Option<&'a Vcam>,
+    /// Signs the JPEGs of the outputs `[output.c2pa]` names.
+    pub c2pa: Option<&'a C2paSigner>,
 }
 
 struct State {
@@ -182,7 +185,8 @@ impl Worker<'_> {
         if let Some(v) = self.vcam {
             v.offer(&frame.image);
         }
-        let encode = self.publish_frame(st, &frame.image)?;
+        let synthetic = report.as_ref().is_some_and(|r| !r.swapped.is_empty());
+        let encode = self.publish_frame(st, &frame.image, synthetic)?;
         let timings = report.as_ref().map(|r| r.timings).unwrap_or_default();
         let detected = report.as_ref().is_some_and(|r| r.detected);
         let faces = report.as_ref().map_or(0, |r| r.faces.len());
@@ -198,9 +202,11 @@ impl Worker<'_> {
     }
 
     /// Encodes the frame once when MQTT's `frame` or the HTTP stream is
-    /// due, or a snapshot was asked for, and hands the bytes to each;
-    /// returns the time the encode took.
-    fn publish_frame(&self, st: &mut State, image: &RgbImage) -> Result<Duration, String> {
+    /// due, or a snapshot was asked for, signs it when an output due wants
+    /// the C2PA manifest, and hands the bytes to each; returns the time the
+    /// encode and the signature took. An output that wants a signature
+    /// never gets the frame unsigned.
+    fn publish_frame(&self, st: &mut State, image: &RgbImage, synthetic: bool) -> Result<Duration, String> {
         let now = Instant::now();
         let frame_due = st.config.frames
             && st.frame_rate > 0.0
@@ -213,21 +219,56 @@ impl Worker<'_> {
         }
         let t = Instant::now();
         let quality = if snapshot { 95 } else { st.config.jpeg_quality };
-        let jpeg = std::sync::Arc::new(encode_jpeg(image, quality)?);
+        let plain = Arc::new(encode_jpeg(image, quality)?);
+        let out = self.sign(plain, synthetic, snapshot, frame_due);
         let encode = t.elapsed();
         if std::mem::take(&mut st.snapshot) {
-            self.outbox.push(Message::event(self.topics.snapshot(), jpeg.to_vec()));
+            if let Some(jpeg) = &out.snapshot {
+                self.outbox.push(Message::event(self.topics.snapshot(), jpeg.to_vec()));
+            }
         }
-        if http_snapshot {
-            self.hub.publish_snapshot(jpeg.clone());
+        if let Some(jpeg) = out.snapshot.clone().filter(|_| http_snapshot) {
+            self.hub.publish_snapshot(jpeg);
         }
-        if frame_due {
+        if let Some(jpeg) = out.frame.filter(|_| frame_due) {
             self.outbox.push_frame(self.topics.frame(), jpeg.to_vec());
             st.last_frame_sent = Some(t);
         }
-        self.hub.publish(jpeg);
+        if let Some(jpeg) = out.stream {
+            self.hub.publish(jpeg);
+        }
         Ok(encode)
     }
+
+    /// The JPEG each output gets: the plain one, or the signed one where
+    /// `[output.c2pa]` asks for it (`None` there when signing failed).
+    fn sign(&self, plain: Arc<Vec<u8>>, synthetic: bool, snapshot: bool, frame_due: bool) -> Outputs {
+        let Some(signer) = self.c2pa else {
+            return Outputs { snapshot: Some(plain.clone()), frame: Some(plain.clone()), stream: Some(plain) };
+        };
+        let wants = signer.outputs();
+        let signed = if wants.stream || (snapshot && wants.snapshots) || (frame_due && wants.frames) {
+            match signer.sign_jpeg(&plain, synthetic) {
+                Ok(jpeg) => Some(Arc::new(jpeg)),
+                Err(e) => {
+                    log::error!("{e}; the outputs that want a C2PA manifest skip this frame");
+                    self.outbox.push(Event::Error { stage: Stage::Pipeline, message: e }.message(self.topics));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let pick = |want: bool| if want { signed.clone() } else { Some(plain.clone()) };
+        Outputs { snapshot: pick(wants.snapshots), frame: pick(wants.frames), stream: pick(wants.stream) }
+    }
+}
+
+/// One frame's JPEG for each output; `None` skips the output.
+struct Outputs {
+    snapshot: Option<Arc<Vec<u8>>>,
+    frame: Option<Arc<Vec<u8>>>,
+    stream: Option<Arc<Vec<u8>>>,
 }
 
 fn faces_message<'a>(

@@ -5,14 +5,18 @@
 //! - [`pattern`]: the layout (a tile of cells carrying 16 sync bits and a
 //!   32-bit payload), no IO;
 //! - [`detect`]: folding frames onto the tile and reading it back, no IO;
+//! - [`c2pa`]: the signed C2PA manifest on published JPEGs;
 //! - [`Marker`]: writes the mark into a frame in place (the worker, after
 //!   the pipeline and before the one encode and the V4L2 output).
 //!
 //! The payload is the box (16 bits) and the hour (16 bits: hours since
 //! [`EPOCH`], wrapping after about 7.5 years).
 
+pub mod c2pa;
 pub mod detect;
 pub mod pattern;
+
+pub use self::c2pa::{C2paSettings, SignedOutputs};
 
 use image::RgbImage;
 use serde::{Deserialize, Serialize};

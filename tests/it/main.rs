@@ -3,6 +3,7 @@
 
 mod audit;
 mod browser;
+mod c2pa;
 mod capture;
 mod cli;
 mod conv_graph;
