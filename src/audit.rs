@@ -131,6 +131,7 @@ pub fn changes(feature: &str, payload: &[u8]) -> Vec<(&'static str, String)> {
         "selector" => vec![("selector", text())],
         "quality" => vec![("tier", text())],
         "reload" => vec![("reload", String::new())],
+        "forget" => vec![("bank", format!("removed {}", text()))],
         "source" => {
             let image =
                 |b: &[u8]| format!("image of {} bytes, sha256 {}", b.len(), &crate::catalog::sha256_hex(b)[..16]);

@@ -60,8 +60,9 @@ lint() {
     # the fuzz targets' own crate.
     cargo fmt --all --check
     cargo fmt --check --manifest-path tests/fuzz/Cargo.toml
-    # Default features, --features ort, and the library without engines as fuzzing builds it.
-    cargo clippy --workspace --all-targets --quiet -- -D warnings
+    # Default features with C2PA (as the test build), --features ort, and
+    # the library without engines as fuzzing builds it.
+    cargo clippy --workspace --all-targets --quiet --features c2pa -- -D warnings
     cargo clippy --all-targets --quiet --features ort -- -D warnings
     cargo clippy --lib --quiet --no-default-features -- -D warnings
 }
@@ -75,14 +76,14 @@ gpu_check() {
 # The x86 kernels' lower tiers, forced on this CPU (FUSIOND_CPU, read by
 # the one dispatch point crates/kernels/src/cpu.rs): the workspace's unit
 # tests (the whole workspace, so that cargo resolves the features
-# `cargo test --workspace` built with and builds tract no second time): the
+# `cargo test --workspace --features c2pa` built with and builds tract no second time): the
 # kernels' against their plain loops, the tract ops' against tract's own ops,
 # and the fused ops against tract's own on the real models; the log names
 # the tier each run used.
 kernel_tiers() {
     local tier
     for tier in avx2 scalar; do
-        FUSIOND_CPU=$tier cargo test --workspace --lib --quiet -- --nocapture 2>&1 |
+        FUSIOND_CPU=$tier cargo test --workspace --features c2pa --lib --quiet -- --nocapture 2>&1 |
             grep -E '^fusiond kernels|^test result|FAILED|^error'
         FUSIOND_CPU=$tier cargo test --features ort --test it --quiet tract_ops:: 2>&1 |
             grep -E '^test result|panicked|FAILED|^error'
@@ -131,7 +132,10 @@ cross() {
 
 step 1 "contract and INT8 models (models/quantize; INT8 vs FP32 on onnxruntime)" models
 step 4 "cargo fmt --check, cargo clippy (default, ort, no engines)" lint
-step 9 "cargo test --workspace (tract only: no ONNX Runtime code in the binary)" cargo test --workspace
+# The debug build carries the C2PA signer (the `c2pa` feature, not yet
+# default: Cargo.toml says why), so its tests (tests/it/c2pa.rs, checked by
+# c2pa-python) run here, and the soak and pytest run this binary.
+step 9 "cargo test --workspace --features c2pa (tract only: no ONNX Runtime code in the binary)" cargo test --workspace --features c2pa
 step 7 "cargo test --features ort (ONNX Runtime from the venv's wheel)" cargo test --features ort
 step 3 "x86 kernel tiers forced down: FUSIOND_CPU=avx2, then scalar" kernel_tiers
 step 1 "Yocto layer lint (oelint-adv, and a broken recipe it must reject)" bash yocto/lint.sh

@@ -46,7 +46,7 @@ enum Command {
     GpuModels(gpu_models::Args),
     /// A 640x480 frame with the swap on the given providers, one face and four: per stage and fps.
     GpuFrames(gpu_frames::Args),
-    /// The invisible mark's cost per frame beside the JPEG encode, at three sizes.
+    /// The invisible mark's and the C2PA manifest's cost per frame beside the JPEG encode, at three sizes.
     Mark(mark::Args),
     /// JPEG encoding: fusiond's libjpeg-turbo, the pure-Rust jpeg-encoder and OpenCV, in turns.
     Jpeg(jpeg::Args),

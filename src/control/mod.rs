@@ -74,6 +74,8 @@ pub enum Effect {
     SetSource(SourceCommand),
     /// Look up the mapping's identities and set it.
     SetMap(Vec<(String, String)>),
+    /// Remove the identity from the face bank.
+    Forget(String),
     /// Switch the pipeline to tier `0`; the daemon then reports the tier
     /// that runs with [`Control::tier_in_use`], which echoes the state.
     SwitchTier(String),
@@ -155,13 +157,16 @@ impl Control {
             Command::Map(pairs) => vec![Effect::SetMap(pairs)],
             // The source's state is published once the identity is computed.
             Command::Source(src) => vec![Effect::SetSource(src)],
+            Command::Forget(name) => vec![Effect::Forget(name)],
             Command::Snapshot => vec![Effect::Snapshot],
             Command::Reload => vec![Effect::Reload],
             Command::Stall => vec![Effect::Stall],
             Command::Panic => vec![Effect::Panic],
             Command::Unplug(d) => vec![Effect::Unplug(d)],
             setting => match self.set(setting) {
-                Some((feature, value)) => vec![Effect::Reconfigure, Effect::State { feature, value }],
+                // The echo first: applying may correct it (a mouth mask the tier
+                // cannot do is switched off again), and the correction must be last.
+                Some((feature, value)) => vec![Effect::State { feature, value }, Effect::Reconfigure],
                 None => Vec::new(),
             },
         }
@@ -286,7 +291,7 @@ mod tests {
         assert!(!c.settings().enabled);
         assert_eq!(
             c.handle("mask_padding", b"10, 0,5,0"),
-            vec![Effect::Reconfigure, Effect::State { feature: "mask_padding", value: "10,0,5,0".into() }]
+            vec![Effect::State { feature: "mask_padding", value: "10,0,5,0".into() }, Effect::Reconfigure]
         );
         c.handle("mask_blur", b"0.5");
         c.handle("reference_distance", b"0.2");

@@ -92,6 +92,16 @@ impl FaceBank {
         saved
     }
 
+    /// Removes `name` and saves the bank.
+    pub fn remove(&mut self, name: &str) -> Result<(), BankError> {
+        let previous = self.entries.remove(name).ok_or_else(|| BankError::Unknown(name.into()))?;
+        let saved = self.save();
+        if saved.is_err() {
+            self.entries.insert(name.to_string(), previous);
+        }
+        saved
+    }
+
     fn save(&self) -> Result<(), BankError> {
         let io = |source| BankError::Io { path: self.path.clone(), source };
         let bytes: Vec<(String, Vec<u8>)> =
@@ -131,6 +141,10 @@ mod tests {
         assert_eq!(again.names(), ["alice", "bob"]);
         assert_eq!(again.get("alice").unwrap().raw, emb(0.1).raw);
         assert!(matches!(again.get("carol"), Err(BankError::Unknown(_))));
+        let mut again = again;
+        again.remove("alice").unwrap();
+        assert!(matches!(again.remove("alice"), Err(BankError::Unknown(_))));
+        assert_eq!(FaceBank::open(dir.path()).unwrap().names(), ["bob"], "removed on disk too");
     }
 
     #[test]

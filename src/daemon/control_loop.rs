@@ -45,6 +45,8 @@ pub struct ControlLoop<'a> {
     pub signals: &'a Signals<'a>,
     /// The active source's label, for the source state.
     pub active_source: Option<String>,
+    /// How many images went into it.
+    pub active_images: usize,
     /// Models whose failed execution providers were already reported.
     pub reported_providers: HashSet<String>,
     /// `/metrics` reads the newest stats here.
@@ -114,6 +116,7 @@ impl ControlLoop<'_> {
                 Effect::Snapshot => self.mailbox.snapshot(),
                 Effect::SetSource(src) => self.set_source(src),
                 Effect::SetMap(pairs) => self.set_map(pairs),
+                Effect::Forget(name) => self.forget(&name),
                 Effect::SwitchTier(tier) => self.switch_tier(&tier, "quality"),
                 Effect::Reload => self.reload(),
                 Effect::Stall => self.mailbox.stall(),
@@ -188,11 +191,29 @@ impl ControlLoop<'_> {
         };
         self.mailbox.source(Some(embedding));
         self.active_source = Some(label.clone());
+        self.active_images = images;
         let bank = self.bank.as_ref().map(|b| b.names()).unwrap_or_default();
         let state = SourceState { active: self.active_source.as_deref(), images, bank }.to_json();
         let effect = self.control.source_set(&state);
         self.apply(vec![effect]);
         self.event(Event::SourceSet { source: label, cached });
+    }
+
+    /// Removes `name` from the face bank and publishes the source state
+    /// with the bank's names; the running source and mapping keep their
+    /// identities until they are set again.
+    pub fn forget(&mut self, name: &str) {
+        let Some(bank) = self.bank.as_mut() else {
+            return self.refuse("forget", "the face bank is unavailable; see the log".into());
+        };
+        if let Err(e) = bank.remove(name) {
+            return self.refuse("forget", e.to_string());
+        }
+        let bank = bank.names();
+        let state = SourceState { active: self.active_source.as_deref(), images: self.active_images, bank }.to_json();
+        let effect = self.control.source_set(&state);
+        self.apply(vec![effect]);
+        self.event(Event::Forgotten { name: name.to_string() });
     }
 
     /// Looks the mapping's names up in the face bank and posts the
@@ -281,6 +302,7 @@ impl ControlLoop<'_> {
         self.control.set_limits(limits(&config));
         // Tiers, the frame rate's limit and output.frames may have changed.
         self.outbox.push(super::settings::discovery_after_reload(&self.config, &config, &self.topics));
+        self.http.set_choices(super::settings::choices(&config));
         self.caps.set_source(config.pipeline.max_source_bytes);
         self.mailbox.config(WorkerConfig::from_config(&config));
         self.stats_interval = Duration::from_secs(config.output.stats_interval_s);

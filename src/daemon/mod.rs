@@ -38,9 +38,9 @@ use crate::capture::LatestFrame;
 use crate::config::Config;
 use crate::control::Control;
 use crate::control::{Inbox, Incoming};
-use crate::face::SelectorMode;
+use crate::http::feed::FeedTopics;
 use crate::http::wire::Limits;
-use crate::http::{Choices, HttpSettings, HttpState, Options, Server};
+use crate::http::{HttpSettings, HttpState, Options, Server};
 use crate::infer::Engines;
 use crate::mark::c2pa::C2paSigner;
 use crate::mqtt::{CommandError, Event, Link, Message, Outbox, Stage};
@@ -112,10 +112,10 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
     let inbox = Arc::new(Inbox::new(COMMAND_QUEUE, settings.link.caps.clone(), on_refused));
     let http = Arc::new(HttpState::new(config.http.stream_fps));
     http.set_commands(inbox.clone());
-    http.set_choices(Choices {
-        quality: config.tier.iter().map(|t| t.name.clone()).collect(),
-        selector: SelectorMode::ALL.iter().map(|m| m.as_str().to_string()).collect(),
-    });
+    let feed_topics = FeedTopics { faces: topics.faces(), event: topics.events(), error: topics.error() };
+    let tap = http.clone();
+    outbox.observe(move |m| tap.feed.offer(&feed_topics, &m.topic, &m.payload));
+    http.set_choices(settings::choices(&config));
     let link = start_link(&settings, &outbox, &inbox)?;
     let notifier = Notifier::from_env();
     let server = start_http(&config.http, &http)?;
@@ -134,6 +134,7 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
     };
     let result = run_connected(session, config, open_camera);
     http.hub.close();
+    http.feed.close();
     drop(server);
     if let Some(o) = output {
         o.stop();
@@ -281,6 +282,7 @@ fn start<'a>(s: &Session<'a>, config: Config, latest: Arc<LatestFrame>) -> Resul
         stats_interval: s.settings.stats_interval,
         signals: s.signals,
         active_source: None,
+        active_images: 0,
         reported_providers: Default::default(),
         http: s.http.clone(),
         audit: open_audit(&config),

@@ -183,6 +183,16 @@ pub fn limits(config: &Config) -> CommandLimits {
     }
 }
 
+/// The values the live page's selects offer under `config`.
+pub(crate) fn choices(config: &Config) -> crate::http::Choices {
+    use crate::face::{FaceOrder, SelectorMode};
+    crate::http::Choices {
+        quality: config.tier.iter().map(|t| t.name.clone()).collect(),
+        selector: SelectorMode::ALL.iter().map(|m| m.as_str().to_string()).collect(),
+        face_order: FaceOrder::ALL.iter().map(|o| o.as_str().to_string()).collect(),
+    }
+}
+
 pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().replace(['/', '+', '#'], "_"))

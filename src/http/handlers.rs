@@ -2,6 +2,7 @@
 //! Host, Origin and Content-Type checks, then the bearer token a command
 //! needs when `http.token_file` sets one), judged on the head alone.
 
+use super::feed::Item;
 use super::guard::Guard;
 use super::wire::{Refusal, Request, Response};
 use super::{CommandOutcome, HttpState, Route};
@@ -98,7 +99,8 @@ pub fn handle(
     let answer = match route {
         Route::Page => Response::new(200, "text/html; charset=utf-8", PAGE.as_bytes().to_vec())
             .with("Cache-Control", "no-store")
-            .with("Content-Security-Policy", "default-src 'self'"),
+            // blob: only for the chosen photo's preview, made in the page.
+            .with("Content-Security-Policy", "default-src 'self'; img-src 'self' blob:"),
         Route::Script => Response::new(200, "text/javascript; charset=utf-8", SCRIPT.as_bytes().to_vec())
             .with("Cache-Control", "no-store"),
         Route::Style => {
@@ -111,6 +113,7 @@ pub fn handle(
         Route::Metrics => Response::new(200, "text/plain; version=0.0.4; charset=utf-8", state.metrics().into_bytes()),
         Route::Snapshot => snapshot(state),
         Route::Stream => return stream(state, conn),
+        Route::Events => return events(state, conn),
         Route::State => json(200, &state.state()),
         Route::Command(feature) => command(request, feature, state, from),
         Route::MethodNotAllowed(allowed) => {
@@ -154,6 +157,32 @@ fn stream(state: &Arc<HttpState>, conn: &mut impl Write) -> io::Result<()> {
         conn.write_all(&jpeg)?;
         conn.write_all(b"\r\n")?;
         conn.flush()?;
+    }
+    Ok(())
+}
+
+/// Server-sent events for as long as the client reads and the daemon
+/// runs: `faces` (the newest `faces` message), `event` and `error` (each
+/// with its time), and a comment every 15 s of quiet so that proxies keep
+/// the connection.
+fn events(state: &Arc<HttpState>, conn: &mut impl Write) -> io::Result<()> {
+    let head = Response::new(200, "text/event-stream", Vec::new()).with("Cache-Control", "no-store");
+    conn.write_all(&head.head(None))?;
+    conn.flush()?;
+    let mut at = state.feed.now();
+    let mut quiet = std::time::Instant::now();
+    while !state.hub.is_closed() {
+        match state.feed.next(&mut at, Duration::from_secs(1)) {
+            Some(Item::Faces(json)) => write!(conn, "event: faces\ndata: {json}\n\n")?,
+            Some(Item::Logged(l)) => {
+                let data = serde_json::to_string(&l).unwrap_or_default();
+                write!(conn, "event: {}\ndata: {data}\n\n", l.kind)?;
+            }
+            None if quiet.elapsed() >= Duration::from_secs(15) => conn.write_all(b": quiet\n\n")?,
+            None => continue,
+        }
+        conn.flush()?;
+        quiet = std::time::Instant::now();
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! The worker hands each JPEG it encodes to the [`FrameHub`]; the control
 //! loop hands every `stats` to [`HttpState`]. Nothing here blocks either.
 
+pub mod feed;
 pub mod guard;
 mod handlers;
 pub mod hub;
@@ -30,6 +31,8 @@ use std::time::Duration;
 /// availability.
 pub struct HttpState {
     pub hub: Arc<FrameHub>,
+    /// `faces`, events and errors for `/api/events` and `/api/state`.
+    pub feed: feed::Feed,
     status: Mutex<Status>,
     /// The control loop's command inbox, shared with MQTT.
     commands: Mutex<Option<Arc<Inbox>>>,
@@ -52,6 +55,7 @@ pub struct Choices {
     /// The configured tiers.
     pub quality: Vec<String>,
     pub selector: Vec<String>,
+    pub face_order: Vec<String>,
 }
 
 /// `/api/state`.
@@ -67,6 +71,22 @@ pub struct StateView {
     pub bank: Vec<String>,
     pub states: BTreeMap<String, String>,
     pub choices: Choices,
+    /// `/api/health`'s answer.
+    pub health: Health,
+    /// Capture to publish, median and 95th percentile, from the newest `stats`.
+    pub latency_ms: Option<crate::stats::Percentiles>,
+    /// The running tier's models and where each runs, from the newest `stats`.
+    pub models: Vec<ModelView>,
+    /// The recent events and errors, oldest first.
+    pub events: Vec<feed::Logged>,
+}
+
+/// A loaded model on `/api/state`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ModelView {
+    pub name: String,
+    pub placement: crate::infer::Placement,
+    pub file_bytes: u64,
 }
 
 /// Why a command sent over HTTP was not taken.
@@ -91,7 +111,12 @@ pub struct Health {
 impl HttpState {
     pub fn new(stream_fps: f32) -> HttpState {
         let status = Status { available: "starting".into(), ..Status::default() };
-        HttpState { hub: Arc::new(FrameHub::new(stream_fps)), status: Mutex::new(status), commands: Mutex::new(None) }
+        HttpState {
+            hub: Arc::new(FrameHub::new(stream_fps)),
+            feed: feed::Feed::default(),
+            status: Mutex::new(status),
+            commands: Mutex::new(None),
+        }
     }
 
     pub fn set_commands(&self, commands: Arc<Inbox>) {
@@ -128,6 +153,12 @@ impl HttpState {
             bank,
             states: s.states.clone(),
             choices: s.choices.clone(),
+            health: Self::health_of(&s),
+            latency_ms: s.stats.as_ref().and_then(|t| t.latency_ms.capture_to_publish),
+            models: (s.stats.iter().flat_map(|t| &t.models))
+                .map(|m| ModelView { name: m.name.clone(), placement: m.placement.clone(), file_bytes: m.file_bytes })
+                .collect(),
+            events: self.feed.recent(),
         }
     }
 
@@ -178,7 +209,11 @@ impl HttpState {
     }
 
     pub fn health(&self) -> (bool, Health) {
-        let s = self.lock();
+        let health = Self::health_of(&self.lock());
+        (health.reason.is_none(), health)
+    }
+
+    fn health_of(s: &Status) -> Health {
         let problems = s.problems.values().cloned().collect::<Vec<_>>();
         let ok = s.available == "online" && problems.is_empty();
         let reason = match ok {
@@ -186,7 +221,7 @@ impl HttpState {
             false if problems.is_empty() => Some(format!("the daemon is {}", s.available)),
             false => Some(problems.join("; ")),
         };
-        (ok, Health { status: s.available.clone(), reason })
+        Health { status: s.available.clone(), reason }
     }
 
     pub fn metrics(&self) -> String {

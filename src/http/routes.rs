@@ -14,6 +14,8 @@ pub enum Route {
     Metrics,
     Snapshot,
     Stream,
+    /// `GET /api/events`: `faces`, events and errors as server-sent events.
+    Events,
     /// `GET /api/state`.
     State,
     /// `POST /api/<feature>`: the command of MQTT's `<base>/<feature>/set`.
@@ -34,6 +36,7 @@ pub fn route(method: &str, url: &str) -> Route {
         "/page.js" => (Route::Script, "GET, HEAD"),
         "/page.css" => (Route::Style, "GET, HEAD"),
         "/api/state" => (Route::State, "GET, HEAD"),
+        "/api/events" => (Route::Events, "GET"),
         "/api/health" => (Route::Health, "GET, HEAD"),
         "/metrics" => (Route::Metrics, "GET, HEAD"),
         "/snapshot.jpg" => (Route::Snapshot, "GET"),
@@ -56,6 +59,7 @@ mod tests {
         assert_eq!(route("GET", "/api/health"), Route::Health);
         assert_eq!(route("HEAD", "/metrics"), Route::Metrics);
         assert_eq!(route("GET", "/stream.mjpeg?t=1"), Route::Stream);
+        assert_eq!(route("GET", "/api/events"), Route::Events);
         assert_eq!(route("POST", "/snapshot.jpg"), Route::MethodNotAllowed("GET"));
         assert_eq!(route("DELETE", "/api/health"), Route::MethodNotAllowed("GET, HEAD"));
         assert_eq!(route("GET", "/../etc/passwd"), Route::NotFound);

@@ -48,6 +48,8 @@ pub enum Command {
     MaskPadding([f32; 4]),
     /// `reference`: largest face distance, 0..=1.
     ReferenceDistance(f32),
+    /// Remove an identity from the face bank.
+    Forget(String),
     Snapshot,
     Reload,
     /// Stall the processing loop (tests of the systemd watchdog only).
@@ -284,6 +286,13 @@ pub fn parse(feature: &str, payload: &[u8], limits: &CommandLimits) -> Result<Co
         "mask_blur" => Ok(Command::MaskBlur(number(text(payload, &err)?, 0.0, 1.0, &err)?)),
         "mask_padding" => padding(text(payload, &err)?, &err).map(Command::MaskPadding),
         "reference_distance" => Ok(Command::ReferenceDistance(number(text(payload, &err)?, 0.0, 1.0, &err)?)),
+        "forget" => {
+            let name = text(payload, &err)?;
+            match identity_name(name) {
+                true => Ok(Command::Forget(name.to_string())),
+                false => Err(err(format!("`{name}` is not a face bank name ([A-Za-z0-9_.-], at most 64)"))),
+            }
+        }
         "snapshot" => Ok(Command::Snapshot),
         "reload" => Ok(Command::Reload),
         "stall" if limits.allow_stall => Ok(Command::Stall),

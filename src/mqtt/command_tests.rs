@@ -74,6 +74,14 @@ fn valid_commands_parse() {
 }
 
 #[test]
+fn forget_takes_one_face_bank_name() {
+    assert_eq!(ok("forget", b" alice \n"), Command::Forget("alice".into()));
+    for bad in [&b"../alice"[..], b"a,b", b"", b"\xff"] {
+        assert!(!refused("forget", bad).is_empty(), "{bad:?}");
+    }
+}
+
+#[test]
 fn wrong_types_and_out_of_range_values_are_refused() {
     assert!(refused("enabled", b"maybe").contains("ON or OFF"));
     assert!(refused("blend", b"101").contains("outside"));

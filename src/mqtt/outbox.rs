@@ -5,7 +5,7 @@
 use rumqttc::QoS;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, OnceLock};
 
 /// One message to publish.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,7 +66,11 @@ pub struct Outbox {
     ready: Condvar,
     capacity: usize,
     pub counters: LinkCounters,
+    /// Sees every message pushed (frames aside), e.g. the live page's feed.
+    observer: OnceLock<Observer>,
 }
+
+type Observer = Box<dyn Fn(&Message) + Send + Sync>;
 
 impl Outbox {
     pub fn new(capacity: usize) -> Outbox {
@@ -75,7 +79,14 @@ impl Outbox {
             ready: Condvar::new(),
             capacity: capacity.max(1),
             counters: Default::default(),
+            observer: OnceLock::new(),
         }
+    }
+
+    /// Has `f` see every message pushed from now on (not frames); it must
+    /// not block. Only the first observer set is kept.
+    pub fn observe(&self, f: impl Fn(&Message) + Send + Sync + 'static) {
+        let _ = self.observer.set(Box::new(f));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Lanes> {
@@ -83,6 +94,9 @@ impl Outbox {
     }
 
     pub fn push(&self, message: Message) {
+        if let Some(f) = self.observer.get() {
+            f(&message);
+        }
         let mut l = self.lock();
         if l.messages.len() >= self.capacity {
             l.messages.pop_front();

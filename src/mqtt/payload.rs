@@ -25,6 +25,10 @@ pub enum Event {
         source: String,
         cached: bool,
     },
+    /// `forget`: an identity left the face bank.
+    Forgotten {
+        name: String,
+    },
     TierChanged {
         from: String,
         tier: String,

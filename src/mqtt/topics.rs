@@ -10,7 +10,7 @@
 //! | `<base>/<feature>/state` | out, retained | the applied value |
 
 /// Features that take commands on `<base>/<feature>/set`.
-pub const FEATURES: [&str; 15] = [
+pub const FEATURES: [&str; 16] = [
     "enabled",
     "source",
     "quality",
@@ -24,6 +24,7 @@ pub const FEATURES: [&str; 15] = [
     "mask_blur",
     "mask_padding",
     "reference_distance",
+    "forget",
     "snapshot",
     "reload",
 ];

@@ -37,6 +37,7 @@ COMMANDS = {
     "mask_blur": "0.9",
     "mask_padding": "20",
     "reference_distance": "0.9",
+    "forget": "nobody-in-the-bank",
     "source": "nobody-in-the-bank",
     "snapshot": "PRESS",
     "reload": "PRESS",

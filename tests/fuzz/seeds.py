@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 FEATURES = ["enabled", "source", "quality", "blend", "selector", "face_order", "color_transfer", "mouth_mask",
-            "map", "frame_rate", "mask_blur", "mask_padding", "reference_distance", "snapshot", "reload"]
+            "map", "frame_rate", "mask_blur", "mask_padding", "reference_distance", "forget", "snapshot", "reload"]
 PAYLOADS = {"enabled": b"ON", "quality": b"fast", "blend": b"80", "selector": b"many", "face_order": b"large-small",
             "color_transfer": b"rct", "mouth_mask": b"OFF", "map": b"alice=bob,carol=bob", "frame_rate": b"2.5",
-            "mask_blur": b"0.3", "mask_padding": b"0,5,10,5", "reference_distance": b"0.6", "snapshot": b"PRESS",
+            "mask_blur": b"0.3", "mask_padding": b"0,5,10,5", "reference_distance": b"0.6", "forget": b"alice", "snapshot": b"PRESS",
             "reload": b"PRESS", "source": b"alice,alice2"}
 TOKEN = "fuzz-token-0123456789"
 

@@ -3,6 +3,7 @@
 
 mod audit;
 mod browser;
+#[cfg(feature = "c2pa")]
 mod c2pa;
 mod capture;
 mod cli;
