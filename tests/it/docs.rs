@@ -145,3 +145,23 @@ fn the_docs_name_only_commands_keys_endpoints_and_topics_that_exist() {
     }
     assert!(wrong.is_empty(), "the docs name what does not exist:\n{}", wrong.join("\n"));
 }
+
+/// `docs/configuration.md` has one row per key of config/fusiond.toml, and
+/// no row for a key the config lacks.
+#[test]
+fn the_configuration_page_names_every_key_once_and_no_other() {
+    let keys = config_keys();
+    let leaves: BTreeSet<&String> =
+        keys.iter().filter(|k| !keys.iter().any(|o| o.starts_with(&format!("{k}.")))).collect();
+    let page = std::fs::read_to_string(repo().join("docs/configuration.md")).unwrap();
+    let rows: Vec<&str> = page.lines().filter_map(|l| l.strip_prefix("| `")?.split('`').next()).collect();
+    let mut once = BTreeSet::new();
+    let twice: Vec<&&str> = rows.iter().filter(|r| !once.insert(**r)).collect();
+    assert!(twice.is_empty(), "docs/configuration.md lists these keys more than once: {twice:?}");
+    let fix = "run `python3 tests/docs/configuration.py > docs/configuration.md`";
+    let missing: Vec<&&String> = leaves.iter().filter(|k| !once.contains(k.as_str())).collect();
+    assert!(missing.is_empty(), "docs/configuration.md lacks {missing:?}; {fix}");
+    let unknown: Vec<&&str> = once.iter().filter(|r| !keys.contains(**r)).collect();
+    assert!(unknown.is_empty(), "docs/configuration.md names keys config/fusiond.toml lacks: {unknown:?}; {fix}");
+    assert!(rows.len() > 100, "{} rows", rows.len());
+}
