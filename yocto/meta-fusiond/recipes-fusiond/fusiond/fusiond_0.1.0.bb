@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: dbf7303db3e3cb19c67c216f5f53d56a111e0d72d93b8a1b05ed0bfad974781d
-SRCREV = "27cb6e25a6b35c08323ed11e4396e2a0d007022a"
+# fusiond-inputs: d3f3144adf4d04aeece8bb9337c5a6084025c82953880b497d280c4ca6a8cc99
+SRCREV = "4b8bf7bc2c7caada93fd6681ef79df3dc7927b5d"
 
 S = "${UNPACKDIR}/git"
 
