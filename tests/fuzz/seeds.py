@@ -41,6 +41,32 @@ def mjpeg(jpeg, w, h):
                           check=True, capture_output=True).stdout
 
 
+def png_bomb(w, h):
+    """A real decompression bomb: a PNG of w x h black RGB pixels, whose
+    zlib stream of zeros is about 1/1000 of its decoded size."""
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = zlib.compress(b"".join(b"\0" + b"\0" * (3 * w) for _ in range(h)), 9)
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", rows) + chunk(b"IEND", b"")
+
+
+def jpeg_claiming(jpeg, w, h):
+    """`jpeg` with its first frame header (SOF0/SOF2) claiming w x h."""
+    data = bytearray(jpeg)
+    i = 2
+    while i + 9 < len(data):
+        marker, length = data[i + 1], int.from_bytes(data[i + 2:i + 4], "big")
+        if marker in (0xC0, 0xC2):
+            data[i + 5:i + 9] = struct.pack(">HH", h, w)
+            return bytes(data)
+        i += 2 + length
+    raise ValueError("no SOF0/SOF2 marker")
+
+
 def frame_seed(kind, w, h, stride, data):
     return bytes([kind]) + struct.pack("<HH", w, h) + stride.to_bytes(3, "little") + data
 
@@ -76,7 +102,11 @@ def main(shared, out):
         "manifest": [(repo / "models/manifest.toml").read_bytes()],
         "bank": [safetensors([("alice", [512], emb), ("bob", [512], emb[::-1])]),
                  safetensors([("emap", [2, 512], emb + emb)])],
-        "source_image": [p.read_bytes() for p in photos] + [b"obama\n" + small],
+        # The photos, and bombs at the daemon's own 24 MP limit
+        # (pipeline.max_source_pixels): one pixel row under it and over it.
+        "source_image": [p.read_bytes() for p in photos] + [b"obama\n" + small]
+        + [png_bomb(6000, 4000), png_bomb(6000, 4001), png_bomb(1000, 1000),
+           jpeg_claiming(small, 6000, 4000), jpeg_claiming(small, 6000, 4001)],
         "frame": [frame_seed(0, 64, 48, 128, raw_frame(frame, 64, 48, "yuyv422")),
                   frame_seed(1, 64, 48, 64, raw_frame(frame, 64, 48, "nv12")),
                   frame_seed(2, 64, 48, 0, mjpeg(frame, 64, 48)),

@@ -5,21 +5,23 @@
 
 use fusiond::capture::buffer::{to_rgb, BufferFormat};
 use fusiond::config::Config;
-use fusiond::control::{refusal, Control, Inbox};
+use fusiond::control::{refusal, Control, Effect, Inbox, Settings};
 use fusiond::daemon::bank::FaceBank;
 use fusiond::daemon::DaemonSettings;
+use fusiond::face::Embedding;
 use fusiond::http::guard::Guard;
 use fusiond::http::wire::{Conn, Limits};
 use fusiond::http::{respond, Access, HttpState};
 use fusiond::manifest::Manifest;
 use fusiond::mqtt::command::decode_source_image;
+use fusiond::mqtt::command::MAX_SOURCE_NAMES;
 use fusiond::mqtt::topics::FEATURES;
-use fusiond::mqtt::{parse, CommandLimits, PayloadCaps, SourceCommand};
+use fusiond::mqtt::{parse, Command, CommandLimits, PayloadCaps, SourceCommand};
 use fusiond::store::emap::parse_emap;
 use fusiond::vision::RgbImage;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// Fuzzing decodes images of at most this many pixels, so that an
@@ -38,11 +40,12 @@ fn limits() -> CommandLimits {
     CommandLimits { max_image_pixels: MAX_PIXELS, ..daemon_settings().limits.clone() }
 }
 
-/// `<feature byte><payload>`: a command through [`Control::handle`]. The
-/// byte picks one of the features, or past them takes the payload's first
-/// line as the feature name. A source photo's pixels are left to the
-/// `source_image` target: decoding one under the sanitizer takes tens of
-/// milliseconds, which held this target to 19 runs a second.
+/// `<feature byte><payload>`: a command through [`Control::handle`], then
+/// what the control loop does with its effects, as far as it runs without
+/// models ([`act`]). The byte picks one of the features, or past them takes
+/// the payload's first line as the feature name. A source photo's pixels
+/// are left to the `source_image` target: decoding one under the sanitizer
+/// takes tens of milliseconds, which held this target to 19 runs a second.
 pub fn command(data: &[u8]) {
     let Some((&pick, rest)) = data.split_first() else { return };
     let (feature, payload) = match FEATURES.get(pick as usize) {
@@ -56,6 +59,63 @@ pub fn command(data: &[u8]) {
     let effects = control.handle(&feature, payload);
     let _ = refusal(&effects);
     let _ = control.retained();
+    act(&effects, control.settings());
+}
+
+/// The face bank the `command` target acts on, in a temporary folder.
+fn acting_bank() -> &'static Mutex<FaceBank> {
+    static BANK: OnceLock<Mutex<FaceBank>> = OnceLock::new();
+    BANK.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("fusiond-fuzz-bank-{}", std::process::id()));
+        Mutex::new(FaceBank::open(&dir).expect("a face bank in the temporary folder"))
+    })
+}
+
+/// Acts on `effects` as the control loop does, without models: a named
+/// photo goes into the bank (under a fixed identity, as no recogniser runs
+/// here), names are looked up or removed, a mapping's names are looked up,
+/// and a tier switch must name a configured tier. Then the invariants the
+/// validator promises are checked: a setting out of its range, a photo
+/// over the pixel limit or a tier the config lacks is a bug.
+fn act(effects: &[Effect], settings: &Settings) {
+    let limits = limits();
+    let mut bank = acting_bank().lock().unwrap_or_else(|p| p.into_inner());
+    for effect in effects {
+        match effect {
+            Effect::SetSource(SourceCommand::Image { name, width, height, .. }) => {
+                let pixels = u64::from(*width) * u64::from(*height);
+                assert!(pixels <= limits.max_image_pixels, "a {width}x{height} photo passed the pixel limit");
+                if let Some(name) = name {
+                    let _ = bank.insert(name, &identity());
+                }
+            }
+            Effect::SetSource(SourceCommand::Named(name)) | Effect::Forget(name) => {
+                let _ = bank.get(name);
+                if matches!(effect, Effect::Forget(_)) {
+                    let _ = bank.remove(name);
+                }
+            }
+            Effect::SetSource(SourceCommand::Names(names)) => {
+                assert!((2..=MAX_SOURCE_NAMES).contains(&names.len()), "{} names", names.len());
+                names.iter().for_each(|n| drop(bank.get(n)));
+            }
+            Effect::SetMap(pairs) => pairs.iter().for_each(|(a, b)| drop((bank.get(a), bank.get(b)))),
+            Effect::SwitchTier(tier) => assert!(limits.tiers.contains(tier), "a switch to unknown tier `{tier}`"),
+            _ => {}
+        }
+    }
+    let blend = settings.blend.percent();
+    assert!((0.0..=100.0).contains(&blend), "blend {blend}");
+    assert!((0.0..=limits.max_frame_rate).contains(&settings.frame_rate), "frame_rate {}", settings.frame_rate);
+    assert!((0.0..=1.0).contains(&settings.mask.blur), "mask_blur {}", settings.mask.blur);
+    assert!(settings.mask.padding.iter().all(|p| (0.0..=100.0).contains(p)), "{:?}", settings.mask.padding);
+    assert!((0.0..=1.0).contains(&settings.reference_distance), "reference {}", settings.reference_distance);
+    assert!(bank.names().len() <= fusiond::daemon::bank::MAX_IDENTITIES);
+}
+
+/// The one identity the `command` target saves: a unit 512-d vector.
+fn identity() -> Embedding {
+    Embedding::from_raw((0..512).map(|i| if i == 0 { 1.0 } else { 0.0 }).collect())
 }
 
 /// A main config and conf.d fragments, separated by `\n%%\n` lines.
@@ -93,10 +153,27 @@ pub fn bank(data: &[u8]) {
 }
 
 /// A `source` payload (image bytes, or `<name>\n<image bytes>`), checked
-/// and then decoded as the control loop does.
+/// at the daemon's own limit (24 MP by default) and then, when the header
+/// claims at most [`MAX_PIXELS`] (so that an iteration stays fast), decoded
+/// as the control loop does. A photo whose decoded pixels outnumber what
+/// the check read from its header would get past the bomb guard: that is a
+/// bug, and so is a header over the limit that the check let through.
 pub fn source_image(data: &[u8]) {
-    if let Ok(fusiond::mqtt::Command::Source(SourceCommand::Image { bytes, .. })) = parse("source", data, &limits()) {
-        let _ = decode_source_image(&bytes);
+    let daemon = &daemon_settings().limits;
+    let Ok(Command::Source(SourceCommand::Image { bytes, width, height, .. })) = parse("source", data, daemon) else {
+        return;
+    };
+    let claimed = u64::from(width) * u64::from(height);
+    assert!(
+        claimed <= daemon.max_image_pixels,
+        "a {width}x{height} photo passed the {} pixel limit",
+        daemon.max_image_pixels
+    );
+    if claimed <= MAX_PIXELS {
+        if let Ok(img) = decode_source_image(&bytes) {
+            let decoded = u64::from(img.width()) * u64::from(img.height());
+            assert!(decoded <= claimed, "checked as {width}x{height}, decoded as {}x{}", img.width(), img.height());
+        }
     }
 }
 
