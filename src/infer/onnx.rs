@@ -29,15 +29,35 @@ pub const NOT_A_FLOAT_GRAPH: &str = "; a quantised graph does not hold the emap:
 /// The last initializer of the graph, which is where insightface stores
 /// inswapper's emap. Only meaningful on the float export: quantisers rename,
 /// fold and reorder initializers.
+///
+/// One pass over the bytes, in place (they are usually the mapped file):
+/// the protobuf fields are walked to the graph and its initializers are
+/// skipped by their lengths, so that only the last one is decoded, rather
+/// than a copy of every weight of the model.
 #[cfg(feature = "tract")]
 pub fn last_initializer(bytes: &[u8]) -> Result<(String, Tensor)> {
-    let proto = fusiond_tract_ops::tract_onnx::onnx()
-        .proto_model_for_read(&mut &bytes[..])
-        .map_err(|e| InferError::Load(format!("{e:#}")))?;
-    let graph = proto.graph.as_ref().ok_or_else(|| InferError::Load("the file has no graph".into()))?;
-    let last = graph.initializer.last().ok_or_else(|| InferError::Load("the graph has no initializers".into()))?;
+    const MODEL_GRAPH: u64 = 7;
+    const GRAPH_INITIALIZER: u64 = 5;
+    let mut graph = None;
+    for field in wire::fields(bytes) {
+        let field = field.map_err(|e| InferError::Load(format!("not an ONNX model: {e}")))?;
+        if field.number == MODEL_GRAPH {
+            graph = Some(field.bytes);
+        }
+    }
+    let graph = graph.ok_or_else(|| InferError::Load("the file has no graph".into()))?;
+    let mut last = None;
+    for field in wire::fields(graph) {
+        let field = field.map_err(|e| InferError::Load(format!("the graph: {e}")))?;
+        if field.number == GRAPH_INITIALIZER {
+            last = Some(field.bytes);
+        }
+    }
+    let last = last.ok_or_else(|| InferError::Load("the graph has no initializers".into()))?;
+    let last = <pb::TensorProto as prost::Message>::decode(last)
+        .map_err(|e| InferError::Load(format!("the last initializer: {e}")))?;
     let shape: Vec<usize> = last.dims.iter().map(|&d| d.max(0) as usize).collect();
-    let data = f32_values(last).ok_or_else(|| {
+    let data = f32_values(&last).ok_or_else(|| {
         InferError::Load(format!("initializer `{}` is not float32 data{NOT_A_FLOAT_GRAPH}", last.name))
     })?;
     let tensor = Tensor::new(&shape, data)
@@ -180,5 +200,81 @@ mod tests {
         assert_eq!(graph.node.len(), 106, "the graph itself is unchanged");
         let err = redeclare_inputs(&bytes, &[("nope".into(), vec![1])]).unwrap_err().to_string();
         assert!(err.contains("no input `nope`"), "{err}");
+    }
+}
+
+/// Protobuf's wire format, enough to walk to one field without decoding
+/// the others: each field is a varint key (number and wire type) and a
+/// value whose length the wire type gives.
+#[cfg(feature = "tract")]
+mod wire {
+    /// A length-delimited field's number and bytes (other wire types are
+    /// skipped and given with empty bytes).
+    pub struct Field<'a> {
+        pub number: u64,
+        pub bytes: &'a [u8],
+    }
+
+    fn varint(bytes: &mut &[u8]) -> Result<u64, String> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&b, rest) = bytes.split_first().ok_or("a varint runs past the end")?;
+            *bytes = rest;
+            value |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err("a varint longer than 10 bytes".into())
+    }
+
+    /// The fields of one message, in order; an error ends the walk.
+    pub fn fields(mut bytes: &[u8]) -> impl Iterator<Item = Result<Field<'_>, String>> {
+        let mut failed = false;
+        std::iter::from_fn(move || {
+            if bytes.is_empty() || failed {
+                return None;
+            }
+            let field = next(&mut bytes);
+            failed = field.is_err();
+            Some(field)
+        })
+    }
+
+    fn next<'a>(bytes: &mut &'a [u8]) -> Result<Field<'a>, String> {
+        let key = varint(bytes)?;
+        let (number, kind) = (key >> 3, key & 7);
+        let skip = |bytes: &mut &'a [u8], n: usize| -> Result<&'a [u8], String> {
+            let (value, rest) = bytes.split_at_checked(n).ok_or_else(|| format!("field {number} runs past the end"))?;
+            *bytes = rest;
+            Ok(value)
+        };
+        match kind {
+            0 => varint(bytes).map(|_| Field { number, bytes: &[] }),
+            1 => skip(bytes, 8).map(|_| Field { number, bytes: &[] }),
+            2 => {
+                let len = usize::try_from(varint(bytes)?).map_err(|_| "a length over the address space")?;
+                skip(bytes, len).map(|value| Field { number, bytes: value })
+            }
+            5 => skip(bytes, 4).map(|_| Field { number, bytes: &[] }),
+            other => Err(format!("field {number} has wire type {other}, which ONNX files do not use")),
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn fields_are_walked_by_length_and_a_truncated_one_is_an_error() {
+            // field 1 varint 150, field 2 bytes "hi", field 3 fixed32.
+            let msg = [0x08, 0x96, 0x01, 0x12, 0x02, b'h', b'i', 0x1d, 1, 2, 3, 4];
+            let f: Vec<_> = fields(&msg).map(|f| f.unwrap()).map(|f| (f.number, f.bytes.to_vec())).collect();
+            assert_eq!(f, [(1, vec![]), (2, b"hi".to_vec()), (3, vec![])]);
+            let cut = fields(&msg[..6]).last().unwrap();
+            assert!(cut.is_err_and(|e| e.contains("field 2")));
+            assert!(fields(&[0x0b]).next().unwrap().is_err(), "wire type 3 (groups)");
+            assert!(fields(&[0xff; 11]).next().unwrap().is_err(), "an endless varint");
+        }
     }
 }

@@ -88,7 +88,16 @@ pub fn parse_emap(bytes: &[u8]) -> Result<Tensor, String> {
 /// under `cache` for its float model's SHA-256, else read from the float
 /// graph (`emap_source`, or the model itself) and cached there. A float
 /// model the manifest has no SHA-256 for is read every time.
-pub fn load_emap(catalog: &Catalog, entry: &ModelEntry, cache: Option<&Path>) -> Result<Tensor, StoreError> {
+///
+/// `mapped` is `entry`'s own file, already mapped and checked by the
+/// loader: when the emap is in that graph it is read from those bytes, so
+/// the file is neither mapped nor hashed a second time.
+pub fn load_emap(
+    catalog: &Catalog,
+    entry: &ModelEntry,
+    cache: Option<&Path>,
+    mapped: &[u8],
+) -> Result<Tensor, StoreError> {
     let side = side_file(entry);
     if side.is_file() {
         check_side_file(entry, &side)?;
@@ -113,7 +122,10 @@ pub fn load_emap(catalog: &Catalog, entry: &ModelEntry, cache: Option<&Path>) ->
             None => format!(" (pin its sha256 in the manifest to cache it, or run `fusiond emap {}`)", entry.name),
         }
     );
-    let emap = from_graph(catalog, entry)?;
+    let emap = match entry.emap_source {
+        None => in_graph(entry, mapped)?,
+        Some(_) => from_graph(catalog, entry)?,
+    };
     if let Some(path) = cached {
         let written = std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))
             .map_err(|e| StoreError::Emap(format!("cannot create {}: {e}", path.display())))
@@ -157,7 +169,12 @@ fn float_entry<'a>(catalog: &'a Catalog, entry: &'a ModelEntry) -> Result<&'a Mo
 /// the model itself.
 pub fn from_graph(catalog: &Catalog, entry: &ModelEntry) -> Result<Tensor, StoreError> {
     let float = float_entry(catalog, entry)?;
-    extract_emap(&catalog.open_file(float)?).map_err(|e| match e {
+    in_graph(entry, &catalog.open_file(float)?)
+}
+
+/// The emap in `graph`, the bytes of `entry`'s float model.
+fn in_graph(entry: &ModelEntry, graph: &[u8]) -> Result<Tensor, StoreError> {
+    extract_emap(graph).map_err(|e| match e {
         StoreError::Emap(m) => StoreError::Emap(format!("model `{}`: {m}", entry.name)),
         other => other,
     })

@@ -165,11 +165,13 @@ impl Loader {
         let file = Arc::new(self.catalog.open_file(entry)?);
         let map = t.elapsed();
         let file_bytes = file.len() as u64;
-        let model = self.on_engine(entry, file, &entry.input_shapes(), precision)?;
+        // The emap first, from the mapped bytes (one walk, no copy of the
+        // weights), so that reading it adds nothing to the load's peak.
         let emap = match entry.contract {
-            Contract::Inswapper => Some(emap::load_emap(&self.catalog, entry, self.cache.as_deref())?),
+            Contract::Inswapper => Some(emap::load_emap(&self.catalog, entry, self.cache.as_deref(), &file)?),
             _ => None,
         };
+        let model = self.on_engine(entry, file, &entry.input_shapes(), precision)?;
         let warms = self.warm_up || entry.embedding_len.is_some();
         let t = Instant::now();
         if warms {
