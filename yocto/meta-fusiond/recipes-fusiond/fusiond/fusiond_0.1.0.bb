@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: d3f3144adf4d04aeece8bb9337c5a6084025c82953880b497d280c4ca6a8cc99
-SRCREV = "4b8bf7bc2c7caada93fd6681ef79df3dc7927b5d"
+# fusiond-inputs: 8f064d7d3fef7f5baf5ecf901f09e6dae837b41ae580db201d9632f420a25d6d
+SRCREV = "0bd0515feff52cc3b87434fce8dee609148a0c1c"
 
 S = "${UNPACKDIR}/git"
 
