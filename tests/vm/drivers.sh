@@ -1,0 +1,132 @@
+# Sourced by tests/vm/run.sh once the guest is up: real V4L2 buffers of a
+# real photo through v4l2loopback, both ways.
+#
+# - Capture: v4l2-ctl feeds /dev/video11 with the two-people frame as YUYV,
+#   NV12 and MJPEG in turn; the daemon, pointed at it with that one format,
+#   must find both faces each time.
+# - Output: /dev/video10 is read back as YUYV and as MJPG (output.v4l2.formats)
+#   and compared with the frame fed in: the two faces must have changed (the
+#   VM's tier swaps with latent_color_swapper, which paints each face with a
+#   colour of the source) and the rest of the picture must not, and the
+#   loopback's picture must be MQTT's fused frame. An output that wrote the
+#   camera's frames unfused fails.
+#
+# Uses run.sh's guest, sub, fail, wait_available, $share, $run and $shared.
+
+# The feeds, made on the host: YUYV and NV12 raw frames (BT.601, limited
+# range, as cameras send), and the JPEG padded to the buffer size (v4l2-ctl
+# writes whole buffers; a JPEG decoder stops at its end marker).
+make_feeds() {
+    "$FUSIOND_PYTHON" - "$shared/camera/two_people_pan/frame_001.jpg" "$share" <<'PY'
+import shutil, sys, cv2, numpy as np
+src, share = sys.argv[1], sys.argv[2]
+bgr = cv2.imread(src).astype(np.float32)
+b, g, r = bgr[..., 0], bgr[..., 1], bgr[..., 2]
+y = 16 + 0.257 * r + 0.504 * g + 0.098 * b
+u = 128 - 0.148 * r - 0.291 * g + 0.439 * b
+v = 128 + 0.439 * r - 0.368 * g - 0.071 * b
+yuyv = np.empty((480, 640 * 2), np.float32)
+yuyv[:, 0::2] = y
+yuyv[:, 1::4] = (u[:, 0::2] + u[:, 1::2]) / 2
+yuyv[:, 3::4] = (v[:, 0::2] + v[:, 1::2]) / 2
+np.clip(yuyv.round(), 0, 255).astype(np.uint8).tofile(f"{share}/two.yuyv")
+half = lambda c: (c[0::2, 0::2] + c[0::2, 1::2] + c[1::2, 0::2] + c[1::2, 1::2]) / 4
+uv = np.stack([half(u), half(v)], axis=-1).reshape(240, 640)
+nv12 = np.concatenate([y, uv])
+np.clip(nv12.round(), 0, 255).astype(np.uint8).tofile(f"{share}/two.nv12")
+shutil.copy(src, f"{share}/two.jpg")
+PY
+}
+
+# Feeds /dev/video11 with $2 (a file in the share) as pixel format $1, in a
+# loop, about 3 frames a second: under TCG a detection takes seconds, and a
+# writer that never sleeps would starve it. A JPEG is first padded to the
+# loopback's buffer size. The daemon is stopped first: a loopback node
+# changes its format only while nobody reads it.
+feed() {
+    local format=$1 file=$2
+    guest "systemctl stop fusiond; pkill -f 'v4l2-ctl -d /dev/video11' || true; sleep 1
+        v4l2-ctl -d /dev/video11 --set-fmt-video-out=width=640,height=480,pixelformat=$format
+        if [ $format = MJPG ]; then
+            size=\$(v4l2-ctl -d /dev/video11 --get-fmt-video-out | sed -n 's/.*Size Image *: *//p')
+            cp /mnt/share/$file /tmp/feed && truncate -s \"\$size\" /tmp/feed
+        else
+            cp /mnt/share/$file /tmp/feed
+        fi
+        setsid v4l2-ctl -d /dev/video11 --stream-out-mmap --stream-from=/tmp/feed --stream-loop --stream-sleep=3 \
+            >/dev/null 2>&1 < /dev/null & sleep 3
+        v4l2-ctl -d /dev/video11 --get-fmt-video | grep -E 'Pixel Format'" | sed "s/^ */vm: feed $format: /"
+}
+
+# Restarts the daemon on the fed node with capture format $1 and output
+# format $2, and waits for a faces message with both faces.
+capture() {
+    guest "printf '[camera]\\ndevice = \"/dev/video11\"\\nformats = [\"$1\"]\\n[output.v4l2]\\nformats = [\"$2\"]\\n' \
+        > /etc/fusiond/conf.d/60-feed.toml && systemctl restart fusiond"
+    wait_available online
+    local faces=""
+    for _ in $(seq 30); do
+        faces=$(sub -C 1 -W 60 -t fusiond/vm/faces) || fail "no faces message from the $1 feed"
+        echo "$faces" | "$FUSIOND_PYTHON" -c 'import json,sys; sys.exit(0 if len(json.load(sys.stdin)["faces"]) == 2 else 1)' \
+            && break
+        faces=""
+    done
+    [ -n "$faces" ] || fail "the daemon never found the two faces in the $1 frames fed through /dev/video11"
+    echo "$faces" > "$run/faces-$1.json"
+    echo "vm: two-people frame fed as $1 through v4l2loopback: faces reports 2 faces"
+}
+
+# Reads 3 frames of /dev/video10 as $1 and checks them against the fed
+# photo and an MQTT frame taken at the same time.
+output() {
+    local format=$1
+    guest "v4l2-ctl -d /dev/video10 --get-fmt-video | grep 'Pixel Format'" | sed 's/^ */vm: loopback output: /'
+    guest "v4l2-ctl -d /dev/video10 --stream-mmap --stream-count=3 --stream-to=/mnt/share/out.$format"
+    sub -C 1 -W 120 -t fusiond/vm/frame > "$run/fused-$format.jpg" || fail "no fused frame to compare with"
+    "$FUSIOND_PYTHON" - "$format" "$share/out.$format" "$run/fused-$format.jpg" "$share/two.jpg" "$run/faces-$capture_format.json" <<'PY' \
+        || fail "the $format output is not the fused picture"
+import json, sys, cv2, numpy as np
+fmt, out, fused, fed, faces = sys.argv[1:6]
+data = np.fromfile(out, dtype=np.uint8)
+if fmt == "YUYV":
+    size = 640 * 480 * 2
+    assert data.size == 3 * size, f"{data.size} bytes read, want 3 YUYV 640x480 frames"
+    loop = cv2.cvtColor(data[-size:].reshape(480, 640, 2), cv2.COLOR_YUV2BGR_YUYV)
+else:
+    raw = data.tobytes()
+    starts = [i for i in range(len(raw) - 2) if raw[i:i + 3] == b"\xff\xd8\xff"]
+    assert len(starts) >= 3, f"{len(starts)} JPEGs in {len(raw)} bytes read, want 3"
+    loop = cv2.imdecode(np.frombuffer(raw[starts[-1]:], np.uint8), cv2.IMREAD_COLOR)
+    assert loop is not None and loop.shape[:2] == (480, 640), "the last MJPG buffer is not a 640x480 JPEG"
+fused = cv2.imread(fused).astype(int)
+fed = cv2.imread(fed).astype(int)
+loop = loop.astype(int)
+inside = np.zeros((480, 640), bool)
+for f in json.load(open(faces))["faces"]:
+    x1, y1, x2, y2 = (int(round(v)) for v in f["box"])
+    inside[max(y1, 0):y2, max(x1, 0):x2] = True
+to_fused = np.abs(loop - fused).mean()
+face_change = np.abs(loop - fed)[inside].mean()
+rest_change = np.abs(loop - fed)[~inside].mean()
+print(f"vm: {fmt} output: mean difference to MQTT's fused frame {to_fused:.2f}; to the fed photo "
+      f"{face_change:.1f} inside the faces, {rest_change:.2f} outside")
+assert to_fused < 8, "the loopback's picture is not the fused frame"
+assert face_change > 3 * rest_change and face_change > 10, "the faces were not swapped in the output"
+assert rest_change < 8, "the picture outside the faces changed"
+PY
+}
+
+drivers_check() {
+    make_feeds
+    feed YUYV two.yuyv
+    capture_format=YUYV
+    capture YUYV YUYV
+    output YUYV
+    feed NV12 two.nv12
+    capture_format=NV12
+    capture NV12 MJPG
+    output MJPG
+    feed MJPG two.jpg
+    capture_format=MJPG
+    capture MJPG YUYV
+}
