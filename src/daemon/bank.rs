@@ -26,6 +26,12 @@ pub enum BankError {
     Length(usize),
 }
 
+/// The folder of the bank's thumbnails under the state directory `dir`;
+/// `name`'s is `<name>.jpg` there (the HTTP side serves them).
+pub fn thumbnail_dir(dir: &Path) -> PathBuf {
+    dir.join("bank-thumbnails")
+}
+
 pub struct FaceBank {
     path: PathBuf,
     entries: BTreeMap<String, Vec<f32>>,
@@ -92,14 +98,35 @@ impl FaceBank {
         saved
     }
 
-    /// Removes `name` and saves the bank.
+    /// Removes `name` (and its thumbnail) and saves the bank.
     pub fn remove(&mut self, name: &str) -> Result<(), BankError> {
         let previous = self.entries.remove(name).ok_or_else(|| BankError::Unknown(name.into()))?;
         let saved = self.save();
-        if saved.is_err() {
-            self.entries.insert(name.to_string(), previous);
+        match saved {
+            Ok(()) => {
+                let _ = std::fs::remove_file(self.thumbnail_path(name));
+            }
+            Err(_) => {
+                self.entries.insert(name.to_string(), previous);
+            }
         }
         saved
+    }
+
+    /// Where `name`'s thumbnail (a JPEG of the face it was saved from) is
+    /// kept: `<dir>/bank-thumbnails/<name>.jpg`. Names hold no `/`.
+    pub fn thumbnail_path(&self, name: &str) -> PathBuf {
+        thumbnail_dir(self.path.parent().unwrap_or(Path::new("."))).join(format!("{name}.jpg"))
+    }
+
+    /// Keeps `jpeg` as `name`'s thumbnail, written whole.
+    pub fn set_thumbnail(&self, name: &str, jpeg: &[u8]) -> Result<(), BankError> {
+        let path = self.thumbnail_path(name);
+        let io = |source| BankError::Io { path: path.clone(), source };
+        std::fs::create_dir_all(path.parent().unwrap_or(Path::new("."))).map_err(io)?;
+        let tmp = path.with_extension("jpg.tmp");
+        std::fs::write(&tmp, jpeg).map_err(io)?;
+        std::fs::rename(&tmp, &path).map_err(io)
     }
 
     fn save(&self) -> Result<(), BankError> {

@@ -14,7 +14,7 @@ use crate::audit::AuditLog;
 use crate::config::Config;
 use crate::control::policy::SourceGate;
 use crate::control::{self, Control, Effect, Inbox, Incoming};
-use crate::face::{largest_identity, Embedding};
+use crate::face::{largest_face, largest_identity, Embedding};
 use crate::http::HttpState;
 use crate::infer::Engines;
 use crate::mqtt::{CommandError, Event, Message, Outbox, PayloadCaps, SourceCommand, SourceState, Topics};
@@ -175,8 +175,27 @@ impl ControlLoop<'_> {
         };
         if let Some(name) = &name {
             self.bank.as_mut().ok_or_else(unavailable)?.insert(name, &embedding).map_err(|e| e.to_string())?;
+            self.save_thumbnail(name, &bytes);
         }
         Ok((name.unwrap_or_else(|| format!("image:{}", &hash[..12])), embedding, cached, 1))
+    }
+
+    /// Keeps a thumbnail of the face `name` was saved from, for the live
+    /// page's bank; one that cannot be made or written is logged and the
+    /// bank entry stands.
+    fn save_thumbnail(&mut self, name: &str, photo: &[u8]) {
+        let made = crate::mqtt::command::decode_source_image(photo).and_then(|img| {
+            let face =
+                largest_face(&mut self.identifier.detector, &img, "the source image").map_err(|e| e.to_string())?;
+            crate::vision::face_thumbnail(&img, &face.bbox, 96)
+        });
+        let saved = made.and_then(|jpeg| match &self.bank {
+            Some(bank) => bank.set_thumbnail(name, &jpeg).map_err(|e| e.to_string()),
+            None => Ok(()),
+        });
+        if let Err(e) = saved {
+            log::warn!("face bank: no thumbnail for `{name}`: {e}");
+        }
     }
 
     /// Computes (or recalls) the identity, posts it to the worker, and

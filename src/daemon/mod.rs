@@ -116,6 +116,7 @@ pub fn run(config_path: &Path, source: Option<SourceFactory>, signals: &Signals)
     let tap = http.clone();
     outbox.observe(move |m| tap.feed.offer(&feed_topics, &m.topic, &m.payload));
     http.set_choices(settings::choices(&config));
+    http.set_bank_dir(bank::thumbnail_dir(&config.pipeline.state_dir));
     let link = start_link(&settings, &outbox, &inbox)?;
     let notifier = Notifier::from_env();
     let server = start_http(&config.http, &http)?;

@@ -69,9 +69,15 @@ pub fn largest(faces: &[Face]) -> Option<usize> {
 /// The identity of the largest face in `img`; `label` names the image in the
 /// error when there is none.
 pub fn largest_identity(det: &mut Detector, rec: &mut Recognizer, img: &RgbImage, label: &str) -> Result<Embedding> {
-    let faces = det.detect(img)?;
-    let face = largest(&faces).map(|i| &faces[i]).ok_or_else(|| FaceError::NoFace(label.to_string()))?;
+    let face = largest_face(det, img, label)?;
     rec.embed(img, &face.landmarks)
+}
+
+/// The largest face in `img`; `label` names the image in the error.
+pub fn largest_face(det: &mut Detector, img: &RgbImage, label: &str) -> Result<Face> {
+    let mut faces = det.detect(img)?;
+    let i = largest(&faces).ok_or_else(|| FaceError::NoFace(label.to_string()))?;
+    Ok(faces.swap_remove(i))
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -112,6 +112,7 @@ pub fn handle(
         }
         Route::Metrics => Response::new(200, "text/plain; version=0.0.4; charset=utf-8", state.metrics().into_bytes()),
         Route::Snapshot => snapshot(state),
+        Route::Thumbnail => thumbnail(request, state),
         Route::Stream => return stream(state, conn),
         Route::Events => return events(state, conn),
         Route::State => json(200, &state.state()),
@@ -131,6 +132,20 @@ fn command(request: &Request, feature: &str, state: &HttpState, from: &Sender) -
         CommandOutcome::Taken => json(200, &serde_json::json!({ "ok": true })),
         CommandOutcome::Refused(e) => json(400, &e),
         CommandOutcome::Busy => error(503, "the control loop is busy; try again"),
+    }
+}
+
+/// `GET /api/bank/<name>.jpg`: the face a bank name was saved from.
+fn thumbnail(request: &Request, state: &HttpState) -> Response {
+    let path = request.target.split(['?', '#']).next().unwrap_or("");
+    let name = path.strip_prefix("/api/bank/").and_then(|n| n.strip_suffix(".jpg")).unwrap_or("");
+    let file = state
+        .bank_dir()
+        .filter(|_| crate::mqtt::command::identity_name(name))
+        .map(|dir| dir.join(format!("{name}.jpg")));
+    match file.and_then(|f| std::fs::read(f).ok()) {
+        Some(jpeg) => Response::new(200, "image/jpeg", jpeg).with("Cache-Control", "no-store"),
+        None => error(404, "no thumbnail for that face bank name"),
     }
 }
 

@@ -36,6 +36,8 @@ pub struct HttpState {
     status: Mutex<Status>,
     /// The control loop's command inbox, shared with MQTT.
     commands: Mutex<Option<Arc<Inbox>>>,
+    /// The folder of the face bank's thumbnails, `<name>.jpg` each.
+    bank_dir: Mutex<Option<std::path::PathBuf>>,
 }
 
 #[derive(Default)]
@@ -116,6 +118,7 @@ impl HttpState {
             feed: feed::Feed::default(),
             status: Mutex::new(status),
             commands: Mutex::new(None),
+            bank_dir: Mutex::new(None),
         }
     }
 
@@ -128,6 +131,14 @@ impl HttpState {
     pub fn max_body(&self, feature: &str) -> usize {
         let commands = self.commands.lock().unwrap_or_else(|p| p.into_inner());
         commands.as_ref().map_or(crate::mqtt::PayloadCaps::TEXT, |c| c.caps().of(feature))
+    }
+
+    pub fn set_bank_dir(&self, dir: std::path::PathBuf) {
+        *self.bank_dir.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir);
+    }
+
+    pub fn bank_dir(&self) -> Option<std::path::PathBuf> {
+        self.bank_dir.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn set_choices(&self, choices: Choices) {

@@ -63,7 +63,16 @@ function showBank(names, active) {
   const key = names.join() + "|" + active;
   if ($("bank").dataset.key === key) return;
   $("bank").dataset.key = key;
+  const thumb = (n) => {
+    const img = document.createElement("img");
+    img.className = "thumb";
+    img.alt = "";
+    img.src = "/api/bank/" + encodeURIComponent(n) + ".jpg?v=" + Date.now();
+    img.addEventListener("error", () => img.remove());
+    return img;
+  };
   $("bank").replaceChildren(...names.map((n) => item(n + (n === active ? " (in use)" : ""), [
+    thumb(n),
     button("use", "swap in " + n, () => send("source", n)),
     button("remove", "remove " + n + " from the bank", () => send("forget", n)),
   ])));

@@ -16,6 +16,8 @@ pub enum Route {
     Stream,
     /// `GET /api/events`: `faces`, events and errors as server-sent events.
     Events,
+    /// `GET /api/bank/<name>.jpg`: a face bank name's thumbnail.
+    Thumbnail,
     /// `GET /api/state`.
     State,
     /// `POST /api/<feature>`: the command of MQTT's `<base>/<feature>/set`.
@@ -31,7 +33,9 @@ pub fn route(method: &str, url: &str) -> Route {
     if let Some(feature) = path.strip_prefix("/api/").and_then(|f| FEATURES.iter().find(|k| **k == f)) {
         return if method == "POST" { Route::Command(feature) } else { Route::MethodNotAllowed("POST") };
     }
+    let thumbnail = path.strip_prefix("/api/bank/").is_some_and(|n| n.ends_with(".jpg"));
     let (route, allowed) = match path {
+        _ if thumbnail => (Route::Thumbnail, "GET"),
         "/" | "/index.html" => (Route::Page, "GET, HEAD"),
         "/page.js" => (Route::Script, "GET, HEAD"),
         "/page.css" => (Route::Style, "GET, HEAD"),
@@ -60,6 +64,8 @@ mod tests {
         assert_eq!(route("HEAD", "/metrics"), Route::Metrics);
         assert_eq!(route("GET", "/stream.mjpeg?t=1"), Route::Stream);
         assert_eq!(route("GET", "/api/events"), Route::Events);
+        assert_eq!(route("GET", "/api/bank/alice.jpg?t=2"), Route::Thumbnail);
+        assert_eq!(route("POST", "/api/bank/alice.jpg"), Route::MethodNotAllowed("GET"));
         assert_eq!(route("POST", "/snapshot.jpg"), Route::MethodNotAllowed("GET"));
         assert_eq!(route("DELETE", "/api/health"), Route::MethodNotAllowed("GET, HEAD"));
         assert_eq!(route("GET", "/../etc/passwd"), Route::NotFound);

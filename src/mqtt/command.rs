@@ -213,7 +213,9 @@ fn named_source(payload: &[u8]) -> Option<SourceCommand> {
     })
 }
 
-fn identity_name(s: &str) -> bool {
+/// A face bank name: 1 to 64 of `[A-Za-z0-9_.-]` (no `/`, so it is safe
+/// in a file name).
+pub fn identity_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 

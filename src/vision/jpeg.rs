@@ -17,6 +17,23 @@ thread_local! {
     static COMPRESSOR: RefCell<Option<turbojpeg::Compressor>> = const { RefCell::new(None) };
 }
 
+/// A `side`×`side` JPEG of the face in `bbox` (`[x1, y1, x2, y2]`): a
+/// square 1.4 times the box's longer side around its centre, cut to the
+/// picture.
+pub fn face_thumbnail(img: &RgbImage, bbox: &[f32; 4], side: u32) -> Result<Vec<u8>, String> {
+    let (w, h) = (img.width() as f32, img.height() as f32);
+    let [x1, y1, x2, y2] = *bbox;
+    let half = 0.7 * (x2 - x1).max(y2 - y1);
+    let (cx, cy) = ((x1 + x2) / 2.0, (y1 + y2) / 2.0);
+    let left = (cx - half).clamp(0.0, w - 1.0) as u32;
+    let top = (cy - half).clamp(0.0, h - 1.0) as u32;
+    let right = (cx + half).clamp(left as f32 + 1.0, w) as u32;
+    let bottom = (cy + half).clamp(top as f32 + 1.0, h) as u32;
+    let crop = image::imageops::crop_imm(img, left, top, right - left, bottom - top).to_image();
+    let thumb = image::imageops::resize(&crop, side, side, image::imageops::FilterType::Triangle);
+    encode_jpeg(&thumb, 85)
+}
+
 /// Encodes `img` as a baseline JPEG at `quality` (1–100).
 pub fn encode_jpeg(img: &RgbImage, quality: u8) -> Result<Vec<u8>, String> {
     let (w, h) = img.dimensions();

@@ -17,7 +17,7 @@ pub use affine::{estimate_similarity, warp_affine_into, Affine};
 pub use color::{lab_stats, lab_to_rgb, reinhard_transfer, rgb_to_lab};
 pub use convert::{nv12_to_rgb, rgb_to_yuyv, rgb_to_yuyv_into, yuyv_to_rgb, ConvertError};
 pub use draw::{draw_circle, draw_rect};
-pub use jpeg::encode_jpeg;
+pub use jpeg::{encode_jpeg, face_thumbnail};
 pub use label::draw_label;
 pub use mask::{box_mask, gaussian_blur, paste_back, paste_region};
 pub use resize::{resize_into, Resizer};

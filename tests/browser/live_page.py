@@ -121,6 +121,10 @@ def controls(p, photo):
     p.wait.until(lambda d: "alice" in p.el("bank").text)
     seen["preview_width"] = p.d.execute_script("return arguments[0].naturalWidth", p.el("preview"))
     seen["bank_after_add"] = p.state()["bank"]
+    p.wait.until(lambda d: d.execute_script(
+        "const t = document.querySelector('#bank img.thumb'); return t && t.complete && t.naturalWidth > 0"))
+    seen["thumbnail_size"] = p.d.execute_script(
+        "const t = document.querySelector('#bank img.thumb'); return [t.naturalWidth, t.naturalHeight]")
     p.type_into("map", "alice=alice")
     p.el("map-apply").click()
     seen["map"] = p.until_state("map", "alice=alice")

@@ -63,6 +63,7 @@ fn the_live_page_moves_and_every_control_round_trips() {
     assert!(c["mouth_mask_message"].as_str().unwrap().contains("landmark"), "{c}");
     assert!(c["preview_width"].as_u64().unwrap() > 0, "no preview of the chosen photo: {c}");
     assert_eq!(c["bank_after_add"], serde_json::json!(["alice"]), "{c}");
+    assert_eq!(c["thumbnail_size"], serde_json::json!([96, 96]), "the bank's thumbnail: {c}");
     assert_eq!(c["bank_after_remove"], serde_json::json!([]), "{c}");
     let log = c["events_log"].as_str().unwrap();
     for event in ["source_set", "forgotten", "tier_changed"] {

@@ -45,17 +45,20 @@ PY
 # changes its format only while nobody reads it.
 feed() {
     local format=$1 file=$2
+    # The format is set by the streaming v4l2-ctl itself: the loopback
+    # forgets one set by a writer that closed.
+    local set="--set-fmt-video-out=width=640,height=480,pixelformat=$format"
     guest "systemctl stop fusiond; pkill -f 'v4l2-ctl -d /dev/video11' || true; sleep 1
-        v4l2-ctl -d /dev/video11 --set-fmt-video-out=width=640,height=480,pixelformat=$format
+        cp /mnt/share/$file /tmp/feed
         if [ $format = MJPG ]; then
-            size=\$(v4l2-ctl -d /dev/video11 --get-fmt-video-out | sed -n 's/.*Size Image *: *//p')
-            cp /mnt/share/$file /tmp/feed && truncate -s \"\$size\" /tmp/feed
-        else
-            cp /mnt/share/$file /tmp/feed
+            size=\$(v4l2-ctl -d /dev/video11 $set --get-fmt-video-out | sed -n 's/.*Size Image *: *//p')
+            truncate -s \"\$size\" /tmp/feed
+            echo \"buffer size \$size bytes\"
         fi
-        setsid v4l2-ctl -d /dev/video11 --stream-out-mmap --stream-from=/tmp/feed --stream-loop --stream-sleep=3 \
-            >/dev/null 2>&1 < /dev/null & sleep 3
-        v4l2-ctl -d /dev/video11 --get-fmt-video | grep -E 'Pixel Format'" | sed "s/^ */vm: feed $format: /"
+        setsid v4l2-ctl -d /dev/video11 $set --stream-out-mmap --stream-from=/tmp/feed --stream-loop --stream-sleep=3 \
+            >/tmp/feed.log 2>&1 < /dev/null & sleep 3
+        v4l2-ctl -d /dev/video11 --get-fmt-video | grep -E 'Pixel Format' || { cat /tmp/feed.log; exit 1; }" |
+        sed "s/^ */vm: feed $format: /"
 }
 
 # Restarts the daemon on the fed node with capture format $1 and output
