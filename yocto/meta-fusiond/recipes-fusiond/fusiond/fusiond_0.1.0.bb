@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 8f064d7d3fef7f5baf5ecf901f09e6dae837b41ae580db201d9632f420a25d6d
-SRCREV = "0bd0515feff52cc3b87434fce8dee609148a0c1c"
+# fusiond-inputs: aba8582d9ed88aab1ae0001b298be14c93966b3fc4117876ee0708bc38827b58
+SRCREV = "ddd77ecdd8dff3bd07515db395c96a15dcdec7f6"
 
 S = "${UNPACKDIR}/git"
 
