@@ -83,7 +83,9 @@ capture() {
 # photo and an MQTT frame taken at the same time.
 output() {
     local format=$1
-    guest "v4l2-ctl -d /dev/video10 --get-fmt-video | grep 'Pixel Format'" | sed 's/^ */vm: loopback output: /'
+    # The daemon opens its output when the first fused frame is ready.
+    guest "for i in \$(seq 120); do v4l2-ctl -d /dev/video10 --get-fmt-video | grep 'Pixel Format' && exit 0; sleep 1; done
+        exit 1" | sed 's/^ */vm: loopback output: /'
     guest "v4l2-ctl -d /dev/video10 --stream-mmap --stream-count=3 --stream-to=/mnt/share/out.$format"
     sub -C 1 -W 120 -t fusiond/vm/frame > "$run/fused-$format.jpg" || fail "no fused frame to compare with"
     "$FUSIOND_PYTHON" - "$format" "$share/out.$format" "$run/fused-$format.jpg" "$share/two.jpg" "$run/faces-$capture_format.json" <<'PY' \
