@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: aba8582d9ed88aab1ae0001b298be14c93966b3fc4117876ee0708bc38827b58
-SRCREV = "ddd77ecdd8dff3bd07515db395c96a15dcdec7f6"
+# fusiond-inputs: 354c1b3cfeec5d94b45186530c31cd480fcc5d9b6f755448518dfbc06618f386
+SRCREV = "4f1e17f919fa553c89ab4cb93a5f3339fb06434e"
 
 S = "${UNPACKDIR}/git"
 
