@@ -40,8 +40,9 @@ PY
 # Feeds /dev/video11 with $2 (a file in the share) as pixel format $1, in a
 # loop, about 3 frames a second: under TCG a detection takes seconds, and a
 # writer that never sleeps would starve it. The file is first padded to the
-# loopback's buffer size (v4l2-ctl writes whole buffers, and the loopback
-# rounds NV12's up to whole pages; a JPEG decoder stops at its end marker). The daemon is stopped first: a loopback node
+# loopback's buffer length, the format's image size rounded up to whole
+# pages (v4l2-ctl fills whole buffers; a JPEG decoder stops at its end
+# marker, and the daemon reads NV12 by its size, not the buffer's). The daemon is stopped first: a loopback node
 # changes its format only while nobody reads it.
 feed() {
     local format=$1 file=$2
@@ -51,6 +52,7 @@ feed() {
     guest "systemctl stop fusiond; pkill -f 'v4l2-ctl -d /dev/video11' || true; sleep 1
         cp /mnt/share/$file /tmp/feed
         size=\$(v4l2-ctl -d /dev/video11 $set --get-fmt-video-out | sed -n 's/.*Size Image *: *//p')
+        size=\$(( (size + 4095) / 4096 * 4096 ))
         truncate -s \"\$size\" /tmp/feed
         echo \"buffer size \$size bytes\"
         setsid v4l2-ctl -d /dev/video11 $set --stream-out-mmap --stream-from=/tmp/feed --stream-loop --stream-sleep=3 \
