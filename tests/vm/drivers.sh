@@ -61,39 +61,40 @@ feed() {
         sed "s/^ */vm: feed $format: /"
 }
 
+# Waits, over up to $1 faces messages, for one whose faces `f` make the
+# Python expression $2 true; keeps it in $3, or fails with $4.
+faces_until() {
+    local faces
+    for _ in $(seq "$1"); do
+        faces=$(sub -C 1 -W 60 -t fusiond/vm/faces) || fail "no faces message: $4"
+        if echo "$faces" | "$FUSIOND_PYTHON" -c "import json,sys; f=json.load(sys.stdin)['faces']; sys.exit(0 if $2 else 1)"; then
+            echo "$faces" > "$3"
+            return
+        fi
+    done
+    fail "$4"
+}
+
 # Restarts the daemon on the fed node with capture format $1 and output
 # format $2, and waits for a faces message with both faces.
 capture() {
     guest "printf '[camera]\\ndevice = \"/dev/video11\"\\nformats = [\"$1\"]\\n[output.v4l2]\\nformats = [\"$2\"]\\n' \
         > /etc/fusiond/conf.d/60-feed.toml && systemctl restart fusiond"
     wait_available online
-    local faces=""
-    for _ in $(seq 30); do
-        faces=$(sub -C 1 -W 60 -t fusiond/vm/faces) || fail "no faces message from the $1 feed"
-        echo "$faces" | "$FUSIOND_PYTHON" -c 'import json,sys; sys.exit(0 if len(json.load(sys.stdin)["faces"]) == 2 else 1)' \
-            && break
-        faces=""
-    done
-    [ -n "$faces" ] || fail "the daemon never found the two faces in the $1 frames fed through /dev/video11"
-    echo "$faces" > "$run/faces-$1.json"
+    faces_until 30 'len(f) == 2' "$run/faces-$1.json" \
+        "the daemon never found the two faces in the $1 frames fed through /dev/video11"
     echo "vm: two-people frame fed as $1 through v4l2loopback: faces reports 2 faces"
 }
 
 # Reads 3 frames of /dev/video10 as $1 and checks them against the fed
 # photo and an MQTT frame taken at the same time.
 output() {
-    local format=$1 faces=""
+    local format=$1
     # A source to swap in (a restart keeps none), then a frame with a face
     # swapped (the selector is `one`: the other face stays as it was).
     mosquitto_pub -h 127.0.0.1 -p "$port" -t fusiond/vm/source/set -f "$shared/images/fr_obama2.jpg"
-    for _ in $(seq 40); do
-        faces=$(sub -C 1 -W 60 -t fusiond/vm/faces) || fail "no faces message after the source was set"
-        echo "$faces" | "$FUSIOND_PYTHON" -c 'import json,sys; f=json.load(sys.stdin)["faces"]; sys.exit(0 if len(f) == 2 and any(x["swapped"] for x in f) else 1)' \
-            && break
-        faces=""
-    done
-    [ -n "$faces" ] || fail "no face was swapped after the source was set"
-    echo "$faces" > "$run/faces-$capture_format.json"
+    faces_until 40 'len(f) == 2 and any(x["swapped"] for x in f)' "$run/faces-$capture_format.json" \
+        "no face was swapped after the source was set"
     # The daemon opens its output when the first fused frame is ready.
     guest "for i in \$(seq 120); do v4l2-ctl -d /dev/video10 --get-fmt-video | grep 'Pixel Format' && exit 0; sleep 1; done
         exit 1" | sed 's/^ */vm: loopback output: /'
