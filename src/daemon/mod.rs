@@ -24,6 +24,7 @@ mod mailbox;
 mod memory;
 mod notify;
 mod settings;
+mod sources;
 mod stages;
 mod stats;
 mod vcam;
