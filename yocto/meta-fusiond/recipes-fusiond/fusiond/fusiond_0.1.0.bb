@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 354c1b3cfeec5d94b45186530c31cd480fcc5d9b6f755448518dfbc06618f386
-SRCREV = "4f1e17f919fa553c89ab4cb93a5f3339fb06434e"
+# fusiond-inputs: 1c693816daac65e246e3599dffb79f7e639096871db2699493cdf5c46e3b6d04
+SRCREV = "9860190442bcf78954f5e8478c0a53e12a0cae04"
 
 S = "${UNPACKDIR}/git"
 
