@@ -62,11 +62,14 @@ pub fn command(data: &[u8]) {
     act(&effects, control.settings());
 }
 
-/// The face bank the `command` target acts on, in a temporary folder.
+/// The face bank the `command` target acts on, in a temporary folder that
+/// each run empties first (tests/fuzz.sh runs one target at a time, and
+/// libFuzzer exits without dropping it).
 fn acting_bank() -> &'static Mutex<FaceBank> {
     static BANK: OnceLock<Mutex<FaceBank>> = OnceLock::new();
     BANK.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("fusiond-fuzz-bank-{}", std::process::id()));
+        let dir = std::env::temp_dir().join("fusiond-fuzz-bank");
+        let _ = std::fs::remove_dir_all(&dir);
         Mutex::new(FaceBank::open(&dir).expect("a face bank in the temporary folder"))
     })
 }
