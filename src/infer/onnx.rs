@@ -38,22 +38,10 @@ pub const NOT_A_FLOAT_GRAPH: &str = "; a quantised graph does not hold the emap:
 pub fn last_initializer(bytes: &[u8]) -> Result<(String, Tensor)> {
     const MODEL_GRAPH: u64 = 7;
     const GRAPH_INITIALIZER: u64 = 5;
-    let mut graph = None;
-    for field in wire::fields(bytes) {
-        let field = field.map_err(|e| InferError::Load(format!("not an ONNX model: {e}")))?;
-        if field.number == MODEL_GRAPH {
-            graph = Some(field.bytes);
-        }
-    }
-    let graph = graph.ok_or_else(|| InferError::Load("the file has no graph".into()))?;
-    let mut last = None;
-    for field in wire::fields(graph) {
-        let field = field.map_err(|e| InferError::Load(format!("the graph: {e}")))?;
-        if field.number == GRAPH_INITIALIZER {
-            last = Some(field.bytes);
-        }
-    }
-    let last = last.ok_or_else(|| InferError::Load("the graph has no initializers".into()))?;
+    let graph = wire::last(bytes, MODEL_GRAPH, "not an ONNX model")?
+        .ok_or_else(|| InferError::Load("the file has no graph".into()))?;
+    let last = wire::last(graph, GRAPH_INITIALIZER, "the graph")?
+        .ok_or_else(|| InferError::Load("the graph has no initializers".into()))?;
     let last = <pb::TensorProto as prost::Message>::decode(last)
         .map_err(|e| InferError::Load(format!("the last initializer: {e}")))?;
     let shape: Vec<usize> = last.dims.iter().map(|&d| d.max(0) as usize).collect();
@@ -213,6 +201,19 @@ mod wire {
     pub struct Field<'a> {
         pub number: u64,
         pub bytes: &'a [u8],
+    }
+
+    /// The bytes of the last field `number` of the message in `bytes`;
+    /// `what` names the message in an error.
+    pub fn last<'a>(bytes: &'a [u8], number: u64, what: &str) -> super::Result<Option<&'a [u8]>> {
+        let mut found = None;
+        for field in fields(bytes) {
+            let field = field.map_err(|e| super::InferError::Load(format!("{what}: {e}")))?;
+            if field.number == number {
+                found = Some(field.bytes);
+            }
+        }
+        Ok(found)
     }
 
     fn varint(bytes: &mut &[u8]) -> Result<u64, String> {

@@ -127,6 +127,9 @@ mod signer {
         signer: ::c2pa::BoxedSigner,
         context: Arc<::c2pa::Context>,
         outputs: SignedOutputs,
+        /// The manifest definitions (JSON), built once: a camera frame's
+        /// and a synthetic frame's.
+        definitions: [String; 2],
     }
 
     impl std::fmt::Debug for C2paSigner {
@@ -165,7 +168,8 @@ mod signer {
                 .map_err(|e| format!("output.c2pa: {e}"))?;
             let outputs =
                 SignedOutputs { snapshots: settings.snapshots, frames: settings.frames, stream: settings.stream };
-            let s = C2paSigner { signer, context: Arc::new(context), outputs };
+            let definitions = [definition(DIGITAL_CAPTURE), definition(TRAINED_ALGORITHMIC_MEDIA)];
+            let s = C2paSigner { signer, context: Arc::new(context), outputs, definitions };
             s.check(settings)?;
             Ok(Some(s))
         }
@@ -202,21 +206,8 @@ mod signer {
         /// `jpeg` with a signed manifest in it; `synthetic` says a face was
         /// pasted into the frame.
         pub fn sign_jpeg(&self, jpeg: &[u8], synthetic: bool) -> Result<Vec<u8>, String> {
-            let source_type = if synthetic { TRAINED_ALGORITHMIC_MEDIA } else { DIGITAL_CAPTURE };
-            let definition = serde_json::json!({
-                "claim_generator_info": [{"name": "fusiond", "version": env!("CARGO_PKG_VERSION")}],
-                "title": "fusiond frame",
-                "assertions": [{
-                    "label": "c2pa.actions",
-                    "data": {"actions": [{
-                        "action": "c2pa.created",
-                        "digitalSourceType": source_type,
-                        "softwareAgent": {"name": "fusiond", "version": env!("CARGO_PKG_VERSION")},
-                    }]},
-                }],
-            });
             let mut builder = ::c2pa::Builder::from_shared_context(&self.context)
-                .with_definition(definition.to_string())
+                .with_definition(self.definitions[usize::from(synthetic)].as_str())
                 .map_err(|e| format!("C2PA manifest: {e}"))?;
             let mut out = Cursor::new(Vec::with_capacity(jpeg.len() + 16 * 1024));
             builder
@@ -224,6 +215,23 @@ mod signer {
                 .map_err(|e| format!("C2PA signing: {}", scrub(&e.to_string())))?;
             Ok(out.into_inner())
         }
+    }
+
+    /// The manifest definition of a frame of `source_type`.
+    fn definition(source_type: &str) -> String {
+        serde_json::json!({
+            "claim_generator_info": [{"name": "fusiond", "version": env!("CARGO_PKG_VERSION")}],
+            "title": "fusiond frame",
+            "assertions": [{
+                "label": "c2pa.actions",
+                "data": {"actions": [{
+                    "action": "c2pa.created",
+                    "digitalSourceType": source_type,
+                    "softwareAgent": {"name": "fusiond", "version": env!("CARGO_PKG_VERSION")},
+                }]},
+            }],
+        })
+        .to_string()
     }
 
     /// An error's text with anything that looks like PEM cut off, so that
