@@ -24,8 +24,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 1c693816daac65e246e3599dffb79f7e639096871db2699493cdf5c46e3b6d04
-SRCREV = "9860190442bcf78954f5e8478c0a53e12a0cae04"
+# fusiond-inputs: 7558d7837e45f103d3e624dcddafc4aaa5a58e57246e5054bf44db57b9ced027
+SRCREV = "4d5e0e96dc22dad0ca681ed5f16a5c65c2ce9eec"
 
 S = "${UNPACKDIR}/git"
 
