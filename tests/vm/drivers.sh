@@ -86,7 +86,7 @@ capture() {
     echo "vm: two-people frame fed as $1 through v4l2loopback: faces reports 2 faces"
 }
 
-# Reads 3 frames of /dev/video10 as $1 and checks them against the fed
+# Reads 5 frames of /dev/video10 as $1 and checks them against the fed
 # photo and an MQTT frame taken at the same time.
 output() {
     local format=$1
@@ -98,7 +98,11 @@ output() {
     # The daemon opens its output when the first fused frame is ready.
     guest "for i in \$(seq 120); do v4l2-ctl -d /dev/video10 --get-fmt-video | grep 'Pixel Format' && exit 0; sleep 1; done
         exit 1" | sed 's/^ */vm: loopback output: /'
-    guest "v4l2-ctl -d /dev/video10 --stream-mmap --stream-count=3 --stream-to=/mnt/share/out.$format"
+    # To the guest's tmpfs first: v4l2loopback's reader and writer share
+    # its buffers, and a slow copy onto the 9p share can be overtaken by the
+    # writer's next frame (a torn JPEG, seen once in CI).
+    guest "v4l2-ctl -d /dev/video10 --stream-mmap --stream-count=5 --stream-to=/tmp/out.$format &&
+        cp /tmp/out.$format /mnt/share/out.$format"
     sub -C 1 -W 120 -t fusiond/vm/frame > "$run/fused-$format.jpg" || fail "no fused frame to compare with"
     "$FUSIOND_PYTHON" - "$format" "$share/out.$format" "$run/fused-$format.jpg" "$share/two.jpg" "$run/faces-$capture_format.json" <<'PY' \
         || fail "the $format output is not the fused picture"
@@ -107,14 +111,23 @@ fmt, out, fused, fed, faces = sys.argv[1:6]
 data = np.fromfile(out, dtype=np.uint8)
 if fmt == "YUYV":
     size = 640 * 480 * 2
-    assert data.size == 3 * size, f"{data.size} bytes read, want 3 YUYV 640x480 frames"
+    assert data.size == 5 * size, f"{data.size} bytes read, want 5 YUYV 640x480 frames"
     loop = cv2.cvtColor(data[-size:].reshape(480, 640, 2), cv2.COLOR_YUV2BGR_YUYV)
 else:
+    # Each buffer holds one JPEG (bytesused bytes); the newest one that is
+    # whole (ends with its EOI marker and decodes at 640x480) is compared.
     raw = data.tobytes()
     starts = [i for i in range(len(raw) - 2) if raw[i:i + 3] == b"\xff\xd8\xff"]
-    assert len(starts) >= 3, f"{len(starts)} JPEGs in {len(raw)} bytes read, want 3"
-    loop = cv2.imdecode(np.frombuffer(raw[starts[-1]:], np.uint8), cv2.IMREAD_COLOR)
-    assert loop is not None and loop.shape[:2] == (480, 640), "the last MJPG buffer is not a 640x480 JPEG"
+    assert len(starts) >= 5, f"{len(starts)} JPEGs in {len(raw)} bytes read, want 5"
+    whole = []
+    for a, b in zip(starts, starts[1:] + [len(raw)]):
+        jpeg = raw[a:b]
+        img = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR) if jpeg.endswith(b"\xff\xd9") else None
+        if img is not None and img.shape[:2] == (480, 640):
+            whole.append(img)
+    print(f"vm: MJPG output: {len(whole)} of {len(starts)} buffers are whole 640x480 JPEGs")
+    assert len(whole) >= 3, "fewer than 3 of the 5 MJPG buffers read are whole 640x480 JPEGs"
+    loop = whole[-1]
 fused = cv2.imread(fused).astype(int)
 fed = cv2.imread(fed).astype(int)
 loop = loop.astype(int)
