@@ -119,13 +119,15 @@ else:
     raw = data.tobytes()
     starts = [i for i in range(len(raw) - 2) if raw[i:i + 3] == b"\xff\xd8\xff"]
     assert len(starts) >= 5, f"{len(starts)} JPEGs in {len(raw)} bytes read, want 5"
-    whole = []
-    for a, b in zip(starts, starts[1:] + [len(raw)]):
+    whole, broken = [], []
+    for i, (a, b) in enumerate(zip(starts, starts[1:] + [len(raw)])):
         jpeg = raw[a:b]
         img = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR) if jpeg.endswith(b"\xff\xd9") else None
         if img is not None and img.shape[:2] == (480, 640):
             whole.append(img)
-    print(f"vm: MJPG output: {len(whole)} of {len(starts)} buffers are whole 640x480 JPEGs")
+        else:
+            broken.append(f"#{i + 1}: {len(jpeg)} bytes, ends {jpeg[-2:].hex()}")
+    print(f"vm: MJPG output: {len(whole)} of {len(starts)} buffers are whole 640x480 JPEGs; not whole: {broken}")
     assert len(whole) >= 3, "fewer than 3 of the 5 MJPG buffers read are whole 640x480 JPEGs"
     loop = whole[-1]
 fused = cv2.imread(fused).astype(int)
