@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks fusiond's Debian packages, built by debian/build.sh:
 #   - lintian: no errors and no warnings beyond debian/lintian-overrides;
-#   - the files are the ones docs/fleet.md lists (the same on every architecture),
+#   - the files are the ones docs/install.md lists (the same on every architecture),
 #     and the control fields are the same but for the architecture, the
 #     installed size and the dependencies' versions;
 #   - the binary is the architecture's ELF and needs glibc 2.31 at most;
@@ -44,9 +44,9 @@ bash debian/build.sh "${arches[@]}"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# docs/fleet.md's list of the package's files, between its dpkg-L markers.
-sed -n '/<!-- dpkg -L fusiond -->/,/<!-- end -->/p' docs/fleet.md | grep '^/' | sort >"$work/readme.list"
-[ -s "$work/readme.list" ] || fail "docs/fleet.md has no file list between <!-- dpkg -L fusiond --> and <!-- end -->"
+# docs/install.md's list of the package's files, between its dpkg-L markers.
+sed -n '/<!-- dpkg -L fusiond -->/,/<!-- end -->/p' docs/install.md | grep '^/' | sort >"$work/readme.list"
+[ -s "$work/readme.list" ] || fail "docs/install.md has no file list between <!-- dpkg -L fusiond --> and <!-- end -->"
 
 for arch in "${arches[@]}"; do
     toolchain "$arch" bullseye >/dev/null
@@ -59,7 +59,7 @@ for arch in "${arches[@]}"; do
     echo "deb: lintian $deb: no errors or warnings ($overridden overridden, each in debian/lintian-overrides with its reason)"
 
     dpkg-deb --contents "$deb_file" | awk '{ print $6 }' | sed 's|^\./|/|' | grep -v '/$' | sort >"$work/contents.$deb"
-    diff -u "$work/readme.list" "$work/contents.$deb" >&2 || fail "$deb's files differ from docs/fleet.md's list (above)"
+    diff -u "$work/readme.list" "$work/contents.$deb" >&2 || fail "$deb's files differ from docs/install.md's list (above)"
     dpkg-deb --contents "$deb_file" | awk '{ print $6 }' | grep -qx './etc/fusiond/conf.d/' || fail "$deb has no /etc/fusiond/conf.d/"
     if [ "$deb" != amd64 ]; then
         amd64_file="$out/fusiond_${version}_amd64.deb"
@@ -68,7 +68,7 @@ for arch in "${arches[@]}"; do
         control_layout "$deb_file" >"$work/fields.$deb"
         diff -u "$work/fields.amd64" "$work/fields.$deb" >&2 || fail "$deb's control members or fields differ from amd64's (above)"
     fi
-    echo "deb: $deb layout: $(wc -l <"$work/contents.$deb") files as docs/fleet.md lists${amd64_file:+, control members and fields as in amd64}; $(dpkg-deb -f "$deb_file" Depends)"
+    echo "deb: $deb layout: $(wc -l <"$work/contents.$deb") files as docs/install.md lists${amd64_file:+, control members and fields as in amd64}; $(dpkg-deb -f "$deb_file" Depends)"
 
     root="$work/root.$deb"
     dpkg-deb -x "$deb_file" "$root"

@@ -2,14 +2,14 @@
 # guest. Uses run.sh's guest, sub, fail and wait_available, and $run,
 # $share, $shared, $version, $version_old and $deb_new.
 
-# docs/fleet.md's list of the package's files (tests/deb/run.sh checks the .deb
+# docs/install.md's list of the package's files (tests/deb/run.sh checks the .deb
 # files against the same list).
 readme_files() {
-    sed -n '/<!-- dpkg -L fusiond -->/,/<!-- end -->/p' docs/fleet.md | grep '^/' | sort
+    sed -n '/<!-- dpkg -L fusiond -->/,/<!-- end -->/p' docs/install.md | grep '^/' | sort
 }
 
 # An installed package as a box has it: the user, both units enabled, the
-# daemon active, and `dpkg -L` naming docs/fleet.md's files.
+# daemon active, and `dpkg -L` naming docs/install.md's files.
 package_installed() {
     local user enabled
     user=$(guest "getent passwd fusiond; id -nG fusiond")
@@ -19,8 +19,8 @@ package_installed() {
     [ "$enabled" = "enabled enabled " ] || fail "units not enabled: $enabled"
     guest "systemctl is-active fusiond" | grep -qx active || fail "fusiond is not active"
     guest "dpkg -L fusiond | while read -r f; do [ -d \"\$f\" ] || echo \"\$f\"; done | sort" >"$run/dpkg.list"
-    readme_files | diff -u - "$run/dpkg.list" >&2 || fail "dpkg -L fusiond differs from docs/fleet.md's list (above)"
-    echo "vm: package $(guest "dpkg-query -W -f='\${Version}' fusiond"): user fusiond (groups $(guest "id -nG fusiond")), both units enabled, fusiond active, dpkg -L lists docs/fleet.md's $(wc -l <"$run/dpkg.list") files"
+    readme_files | diff -u - "$run/dpkg.list" >&2 || fail "dpkg -L fusiond differs from docs/install.md's list (above)"
+    echo "vm: package $(guest "dpkg-query -W -f='\${Version}' fusiond"): user fusiond (groups $(guest "id -nG fusiond")), both units enabled, fusiond active, dpkg -L lists docs/install.md's $(wc -l <"$run/dpkg.list") files"
 }
 
 # Waits for the retained state of feature $1 to match the regex $2.

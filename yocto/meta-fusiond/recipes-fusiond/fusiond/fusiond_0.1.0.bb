@@ -18,7 +18,7 @@ DEPENDS += "clang-native libjpeg-turbo systemd"
 PV = "0.1.0+git"
 
 # The project's address, with no public repository yet: the one line a
-# fleet overrides, with its own mirror in a bbappend (docs/fleet.md, "Where
+# fleet overrides, with its own mirror in a bbappend (docs/install.md, "Where
 # the recipe fetches from"). SRCREV below stays.
 SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;destsuffix=git"
 # The tree this recipe builds. `yocto/update-crates.py --pin` sets SRCREV,
