@@ -9,7 +9,8 @@
 //!   says so, otherwise within the tolerance it states).
 //! - Per architecture: `x86_64` paths (AVX2, AVX-512, VNNI) sit beside
 //!   their plain loops; `aarch64/` holds the integer product's tile on the
-//!   Armv8.2 dot product (`sdot`) and its NEON packing. Elsewhere on ARM
+//!   Armv8.2 dot product (`sdot`), its NEON packing and the NEON f32/f16
+//!   conversions ([`half`]). Elsewhere on ARM
 //!   the plain loops run, compiled for the target's baseline (NEON on
 //!   aarch64), wherever the ARM cost model chose them over tract's own op
 //!   (the repository's README.md).
@@ -26,6 +27,7 @@ pub mod gemm;
 pub mod gemm_int8;
 pub mod gemm_int8_tile;
 pub mod gemm_tile;
+pub mod half;
 pub mod int8;
 pub mod pointwise;
 pub mod pointwise_int8;

@@ -38,6 +38,7 @@ mod dequant_weights;
 mod fake_quant;
 mod gemm_conv;
 mod geometry;
+mod half_cast;
 mod int8_weights;
 mod max_pool;
 mod patch_conv;
@@ -149,7 +150,9 @@ pub fn prepare(proto: &mut tract_onnx::pb::ModelProto) -> Prepared {
 /// which needs their `sizes` folded to constants first. With `half`, the
 /// decluttered graph's f32 weights and activations become f16 (tract's
 /// float translator), inputs and outputs included; fusiond's own ops, which
-/// compute in f32, keep f32 with casts around them.
+/// compute in f32, keep f32 with casts around them, and where `fused` is
+/// set so do depthwise convolutions, with fusiond's vector casts
+/// ([`half_cast`]) in place of tract's.
 pub fn optimize(model: InferenceModel, fused: bool, half: bool) -> TractResult<TypedModel> {
     let mut typed = model.into_typed()?;
     typed.declutter()?;
@@ -157,11 +160,15 @@ pub fn optimize(model: InferenceModel, fused: bool, half: bool) -> TractResult<T
         typed.compact()?;
     }
     if half {
-        let to_half = FloatPrecisionTranslator::with_filter(DatumType::F32, DatumType::F16, |node| {
-            !node.op.name().starts_with("Fusiond")
+        let to_half = FloatPrecisionTranslator::with_filter(DatumType::F32, DatumType::F16, move |node| {
+            let kept_f32 = node.op.name().starts_with("Fusiond") || (fused && half_cast::is_depthwise(node));
+            !kept_f32
         });
         to_half.transform(&mut typed)?;
         typed.declutter()?;
+        if fused && half_cast::take_over(&mut typed)? > 0 {
+            typed.compact()?;
+        }
     }
     typed.optimize()?;
     Ok(typed)

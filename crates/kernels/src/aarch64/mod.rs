@@ -4,8 +4,11 @@
 //!
 //! - [`dot_tile`]: [`crate::gemm_int8`]'s tile on `sdot`;
 //! - [`to_integers`]: [`crate::gemm_int8`]'s packing of f32 patches to the
-//!   grid's integers.
+//!   grid's integers;
+//! - [`f32_to_f16`], [`f16_to_f32`]: [`crate::half`]'s conversions.
 
 mod dot;
+mod half;
 
 pub(crate) use dot::{dot_tile, to_integers};
+pub(crate) use half::{f16_to_f32, f32_to_f16};
