@@ -27,8 +27,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 7558d7837e45f103d3e624dcddafc4aaa5a58e57246e5054bf44db57b9ced027
-SRCREV = "4d5e0e96dc22dad0ca681ed5f16a5c65c2ce9eec"
+# fusiond-inputs: 1d170457429e3ac9e632ac744f8e007e18176160cf295f6ed5f106c03a6d5b0e
+SRCREV = "e161cba859c886c8fb9b599574e964c794a3eabc"
 
 S = "${UNPACKDIR}/git"
 
