@@ -174,6 +174,9 @@ pub struct Sticky {
     /// Where the chosen face was last seen: a track that ends and a new one
     /// born there is the same person, re-detected.
     last_box: Option<[f32; 4]>,
+    /// The newest track id of the frame the chosen face was last seen in:
+    /// tracks with larger ids were born after it.
+    newest: u64,
     /// A clearly larger face, and since when it has been.
     challenger: Option<(u64, Instant)>,
 }
@@ -205,22 +208,25 @@ impl Sticky {
     }
 
     /// Index into `faces` (track ids `ids`) of the face to swap. `alive`
-    /// says whether a track still lives; a chosen track that lives but was
-    /// not seen in this frame keeps its place and nothing is swapped. With
-    /// the `large-small` order a clearly larger face takes over.
+    /// says whether a track still lives. A chosen track that lives but was
+    /// not seen in this frame keeps its place and nothing is swapped,
+    /// unless a track born since it was last seen sits where it was: that
+    /// is the same person, re-detected under a new track, and takes its
+    /// place. With the `large-small` order a clearly larger face takes
+    /// over.
     pub fn pick(&mut self, faces: &[Face], ids: &[u64], alive: impl Fn(u64) -> bool, now: Instant) -> Option<usize> {
         let first = self.first(faces)?;
         let Some(chosen) = self.chosen.filter(|c| alive(*c)) else {
-            let again = self.last_box.and_then(|b| {
-                let near = faces.iter().enumerate().map(|(i, f)| (i, super::detect::iou(&f.bbox, &b)));
-                near.filter(|(_, o)| *o >= 0.3).max_by(|a, b| a.1.total_cmp(&b.1)).map(|(i, _)| i)
-            });
-            let pick = again.unwrap_or(first);
-            (self.chosen, self.challenger, self.last_box) = (Some(ids[pick]), None, Some(faces[pick].bbox));
-            return Some(pick);
+            let pick = self.where_last_seen(faces, ids, |_| true).unwrap_or(first);
+            return Some(self.choose(faces, ids, pick));
         };
-        let at = ids.iter().position(|id| *id == chosen)?;
+        let Some(at) = ids.iter().position(|id| *id == chosen) else {
+            let newest = self.newest;
+            let again = self.where_last_seen(faces, ids, |id| id > newest)?;
+            return Some(self.choose(faces, ids, again));
+        };
         self.last_box = Some(faces[at].bbox);
+        self.newest = ids.iter().copied().max().unwrap_or(0);
         let largest = super::largest(faces)?;
         let by_size = self.order == FaceOrder::LargeSmall;
         let bigger = by_size && faces[largest].area() > faces[at].area() * (1.0 + self.settings.margin);
@@ -239,6 +245,21 @@ impl Sticky {
         }
         self.challenger = Some((ids[largest], since));
         Some(at)
+    }
+
+    /// The face of an eligible track that overlaps the chosen face's last
+    /// box most (IoU at least 0.3).
+    fn where_last_seen(&self, faces: &[Face], ids: &[u64], eligible: impl Fn(u64) -> bool) -> Option<usize> {
+        let last = self.last_box?;
+        let near = faces.iter().enumerate().filter(|(i, _)| eligible(ids[*i]));
+        let overlap = near.map(|(i, f)| (i, super::detect::iou(&f.bbox, &last)));
+        overlap.filter(|(_, o)| *o >= 0.3).max_by(|a, b| a.1.total_cmp(&b.1)).map(|(i, _)| i)
+    }
+
+    fn choose(&mut self, faces: &[Face], ids: &[u64], pick: usize) -> usize {
+        (self.chosen, self.challenger, self.last_box) = (Some(ids[pick]), None, Some(faces[pick].bbox));
+        self.newest = ids.iter().copied().max().unwrap_or(0);
+        pick
     }
 }
 
@@ -343,10 +364,26 @@ mod tests {
     fn one_switches_when_its_track_ends_and_waits_while_it_is_only_missed() {
         let t = Instant::now();
         let mut s = Sticky::default();
-        assert_eq!(s.pick(&[face(10.0), face(9.0)], &[1, 2], |_| true, t), Some(0));
-        assert_eq!(s.pick(&[face(9.0)], &[2], |_| true, t), None, "track 1 lives: nothing else is swapped");
-        assert_eq!(s.pick(&[face(9.0)], &[2], |id| id != 1, t), Some(0), "track 1 ended");
+        let elsewhere = |size: f32| Face { bbox: [50.0, 0.0, 50.0 + size, size], ..face(size) };
+        assert_eq!(s.pick(&[face(10.0), elsewhere(9.0)], &[1, 2], |_| true, t), Some(0));
+        assert_eq!(s.pick(&[elsewhere(9.0)], &[2], |_| true, t), None, "track 1 lives: nothing else is swapped");
+        assert_eq!(s.pick(&[elsewhere(9.0)], &[2], |id| id != 1, t), Some(0), "track 1 ended");
         assert_eq!(s.chosen(), Some(2));
+    }
+
+    #[test]
+    fn a_track_born_where_the_chosen_one_was_last_seen_takes_its_place() {
+        let t = Instant::now();
+        let mut s = Sticky::default();
+        let at = |x: f32| Face { bbox: [x, 0.0, x + 10.0, 10.0], ..face(10.0) };
+        assert_eq!(s.pick(&[at(0.0), at(50.0)], &[2, 3], |_| true, t), Some(0));
+        // Track 2 is held unseen; track 3, seen beside it before, walks
+        // onto its place: it does not take the swap.
+        assert_eq!(s.pick(&[at(2.0)], &[3], |_| true, t), None);
+        // Track 4, born beside track 2's last box, is track 2's person.
+        assert_eq!(s.pick(&[at(50.0), at(3.0)], &[3, 4], |_| true, t), Some(1));
+        assert_eq!(s.chosen(), Some(4));
+        assert_eq!(s.pick(&[at(4.0)], &[4], |_| true, t), Some(0), "and keeps it");
     }
 
     #[test]
