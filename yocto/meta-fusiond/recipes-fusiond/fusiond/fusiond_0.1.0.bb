@@ -27,8 +27,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 1d170457429e3ac9e632ac744f8e007e18176160cf295f6ed5f106c03a6d5b0e
-SRCREV = "e161cba859c886c8fb9b599574e964c794a3eabc"
+# fusiond-inputs: a326607288b9cb64ac69624ba75f7fa169fa0f7c45dd1d2cba8f4219fe58c9c6
+SRCREV = "c5373642ffffface2ebaa3d541036c99901aac25"
 
 S = "${UNPACKDIR}/git"
 
