@@ -112,6 +112,10 @@ fn a_table_of_small_faces_keeps_every_person_steadier_than_detection_with_no_fli
     let switches: usize = r.persons.iter().map(|p| p.id_switches).sum();
     assert!(switches <= 1, "{switches} id switches within 0.5 s: {r:?}");
     assert_eq!(r.flips, 0, "{r:?}");
+    // Before a track born where the chosen face was last seen took its
+    // place (select.rs, `Sticky::pick`), the swap dropped out 5 times here.
+    let dropouts: usize = r.persons.iter().map(|p| p.dropouts).sum();
+    assert!(dropouts <= 2, "{dropouts} dropouts: {r:?}");
 }
 
 /// The faces messages of one pass over `frames` played by the real daemon's
@@ -186,7 +190,7 @@ impl From<FaceJson> for OutFace {
 /// or drops out, and once the face has left nothing is swapped.
 #[test]
 fn the_real_daemon_holds_one_id_per_person_without_flips_or_dropouts_on_real_clips() {
-    let fps = 8.0;
+    let fps = 4.0;
     for (clip, start_s, n) in [("franck-talking.mp4", 0.0, 80), ("foreman-cif.mkv", 5.0, 90)] {
         let (_dir, paths) = clip_frames(clip, start_s, n);
         let frames = through_the_daemon(&paths, fps);
