@@ -39,7 +39,9 @@ toolchain_tools() {
         echo "toolchain: installing ${need[*]}"
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq || echo "toolchain: apt-get update reported errors; trying the install anyway"
-        apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+        # The VM test's host tools may be installing beside this (tests/run.sh
+        # runs the two side by side): wait for dpkg's lock rather than fail.
+        apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${need[@]}" >/dev/null
     fi
 }
 
