@@ -17,6 +17,7 @@ mod reid;
 mod select;
 pub mod smooth;
 pub mod stability;
+mod sticky;
 pub mod stream_record;
 pub mod stream_score;
 mod swap;
@@ -30,8 +31,9 @@ pub use mapping::Mappings;
 pub use mouth::{cut_mouth, inside as in_polygon, MouthSettings};
 pub use pipeline::{FusionPipeline, PipelineSettings, StageTimings};
 pub use recognize::{Embedding, Recognizer};
-pub use select::{Blend, FaceOrder, Selector, SelectorMode, Sticky, StickySettings, REFERENCE_DISTANCE};
+pub use select::{Blend, FaceOrder, Selector, SelectorMode, REFERENCE_DISTANCE};
 pub use smooth::SmoothSettings;
+pub use sticky::{Sticky, StickySettings};
 pub use swap::{ColorTransfer, MaskSettings, Swapper};
 pub use track::{Tracked, Tracker};
 
