@@ -27,8 +27,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: a326607288b9cb64ac69624ba75f7fa169fa0f7c45dd1d2cba8f4219fe58c9c6
-SRCREV = "c5373642ffffface2ebaa3d541036c99901aac25"
+# fusiond-inputs: 1d0517a7b809fb8aef4fe71f914c548a170b45ccdeb347373ede65df00171686
+SRCREV = "4b0761c7881a54a2a2f7c25aa41b2f284a3cc25a"
 
 S = "${UNPACKDIR}/git"
 
