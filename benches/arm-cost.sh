@@ -141,7 +141,9 @@ for cpu in "${cpus[@]}"; do
     esac
     toolchain "$arch" bullseye
     if [ "${ARM_COST_BUILD:-1}" = 1 ]; then
-        cargo build --release --target "$triple" --features ort --bin fusiond --quiet
+        # The packages' build (debian/build.sh), found fresh: the same
+        # features and environment, SOURCE_DATE_EPOCH unset as there.
+        env -u SOURCE_DATE_EPOCH cargo build --release --target "$triple" --features ort --bin fusiond --quiet
     fi
     bin="$CARGO_TARGET_DIR/$triple/release/fusiond"
     qemu=$qemu_aarch64

@@ -119,7 +119,12 @@ for arch in "${arches[@]}"; do
     toolchain "$arch" bullseye
     if [ "${FUSIOND_DEB_NO_BUILD:-0}" != 1 ]; then
         start=$SECONDS
-        cargo build --release --target "$triple" --features ort --bin fusiond --quiet
+        # Without SOURCE_DATE_EPOCH: the cc crate reruns ring's and
+        # tract-linalg's build scripts when it changes, and with it every
+        # crate above them, so a value per commit would rebuild tract on
+        # every run, and apart from the ARM cost model's build of the same
+        # binary (benches/arm-cost.sh), which must find this one fresh.
+        env -u SOURCE_DATE_EPOCH cargo build --release --target "$triple" --features ort --bin fusiond --quiet
         echo "deb: $triple release build in $((SECONDS - start)) s"
     fi
     package "$CARGO_TARGET_DIR/$triple/release/fusiond"
