@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The stream scorer over the shared clips and two pans: extracts each
 # clip's first frames at 640x480 (../shared/video/README.md's recipe) and
-# runs `fusiond-bench stream` on them with the daemon's default settings.
+# runs `fusiond-bench stream` on them with the daemon's default settings,
+# built in the dev profile (dependencies optimised, as the tests' build):
+# the figures are counts and ratios, not time.
 #
 #   benches/stream.sh [OUTDIR]     (default benches/results/stream-DATE)
 #
@@ -29,7 +31,7 @@ for c in "${clips[@]}"; do
 done
 contract="${FUSIOND_CONTRACT_MODELS:-$work/contract}"
 [ -f "$contract/manifest.toml" ] || "$FUSIOND_PYTHON" models/make_contract_models.py "$contract" >/dev/null
-cargo bench --bench fusiond-bench -- stream --models "$shared/models" --models "$contract" \
+cargo bench --profile dev --bench fusiond-bench -- stream --models "$shared/models" --models "$contract" \
     --detector scrfd_500m --swapper identity_swapper --source "$shared/images/fr_biden.jpg" \
     "${args[@]}" --pan "$shared/images/fr_two_people.jpg" --pan "$shared/images/fr_obama_and_biden.jpg" \
     --frames "$frames" --json "$out/stream.json" | tee "$out/stream.txt"

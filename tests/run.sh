@@ -125,26 +125,46 @@ pytests() {
 # within what is left of CI's 90 minutes (87, for slack): armv7 its unit
 # tests; aarch64 its unit tests and a fixed set of integration tests, every
 # time: the daemon end to end, its config, HTTP, discovery, the store,
-# capture and the CLI (the set ran in 6.5 min under qemu-aarch64 on this
-# kind of machine, its test build cached). A build or a suite the deadline
+# capture and the CLI (the set ran in 12.3 min under qemu-aarch64 on this
+# kind of machine, 56 s of it the CLI's). A build or a suite the deadline
 # stops is counted as skipped, and a second skip in a row with the same
 # cache fails the run.
 arm_packages() {
     CROSS_STEPS=deb bash tests/cross/run.sh armv7 aarch64
 }
+# The cross test builds run ahead, beside steps that leave a core idle (an
+# LTO link is one thread, the VM one vCPU); the cross step then finds them
+# fresh. A failed build fails the step it runs beside; a cut one is carried
+# on by the cross step, whose own marks count it.
+cross_build() {
+    CROSS_IT="${2:-}" CROSS_STEPS=build bash tests/cross/run.sh "$1" >"$work/cross-build-$1.log" 2>&1 ||
+        { cat "$work/cross-build-$1.log"; echo "tests/run.sh: the $1 cross test build failed" >&2; return 1; }
+    grep -h "test build in" "$work/cross-build-$1.log" || true
+}
+deb_amd64_beside_armv7_build() {
+    local build_status=0 deb_status=0 build_pid
+    cross_build armv7 &
+    build_pid=$!
+    bash tests/deb/run.sh amd64 || deb_status=$?
+    wait "$build_pid" || build_status=$?
+    ((deb_status == 0)) || echo "tests/run.sh: the amd64 package failed (exit $deb_status)" >&2
+    ((deb_status == 0 && build_status == 0))
+}
 # The steps after fuzzing but the cross tests (the packages, the VM, the ARM
-# cost model) run within CROSS_DEADLINE less the cross tests' 11 minutes:
+# cost model) run within CROSS_DEADLINE less the cross tests' 15 minutes
+# (their builds ready, armv7's unit tests and aarch64's set took 14):
 # `bounded ID CMD...` runs CMD as its own process group and stops the whole
 # group (a VM, qemu-user, cargo) when that time is up. A cut is printed,
 # listed in the summary and marked in the cache as the cross tests' cuts
 # are; a second cut of the same step in a row with the same cache fails.
+cross_reserve=15
 bounded() {
     local id=$1 mark="$CARGO_TARGET_DIR/cross/skipped/$1" limit rc=0 pid guard
     shift
     mkdir -p "${mark%/*}"
-    limit=$((CROSS_DEADLINE - $(date +%s) - 11 * 60))
+    limit=$((CROSS_DEADLINE - $(date +%s) - cross_reserve * 60))
     if ((limit < 3 * 60)); then
-        cut_by_deadline "$id" "$mark" "not run: $((limit / 60)) min left before the cross tests' 11"
+        cut_by_deadline "$id" "$mark" "not run: $((limit / 60)) min left before the cross tests' $cross_reserve"
         return
     fi
     set -m
@@ -158,7 +178,7 @@ bounded() {
     pkill -P "$guard" 2>/dev/null || true
     kill "$guard" 2>/dev/null || true
     if [ -f "$work/$id.cut" ]; then
-        cut_by_deadline "$id" "$mark" "stopped after $limit s to leave the cross tests 11 min"
+        cut_by_deadline "$id" "$mark" "stopped after $limit s to leave the cross tests $cross_reserve min"
         return
     fi
     ((rc == 0)) || return "$rc"
@@ -177,10 +197,10 @@ cut_by_deadline() {
 arm_cost() {
     ARM_COST_QUICK=1 ARM_COST_CPUS="cortex-a76 cortex-a7" bash benches/arm-cost.sh "$work/arm-cost"
 }
+aarch64_it="daemon:: daemon_config:: http:: discovery:: store:: capture:: cli::"
 cross() {
     CROSS_STEPS="build test" bash tests/cross/run.sh armv7
-    CROSS_STEPS="build test" CROSS_IT="daemon:: daemon_config:: http:: discovery:: store:: capture:: cli::" \
-        bash tests/cross/run.sh aarch64
+    CROSS_STEPS="build test" CROSS_IT="$aarch64_it" bash tests/cross/run.sh aarch64
 }
 
 # The VM (one TCG vCPU) and the ARM packages (their time is the two
@@ -189,14 +209,15 @@ cross() {
 # done; either failing fails the step.
 vm_beside_arm_packages() {
     local vm_status=0 deb_status=0 vm_pid
-    bash tests/vm/run.sh > "$work/vm.log" 2>&1 &
+    { bash tests/vm/run.sh > "$work/vm.log" 2>&1 && cross_build aarch64 "$aarch64_it" > "$work/vm-then-build.log"; } &
     vm_pid=$!
     arm_packages || deb_status=$?
     wait "$vm_pid" || vm_status=$?
     echo "== VM boot test's log"
     cat "$work/vm.log"
+    cat "$work/vm-then-build.log" 2>/dev/null || true
     ((deb_status == 0)) || echo "tests/run.sh: the ARM packages failed (exit $deb_status)" >&2
-    ((vm_status == 0)) || echo "tests/run.sh: the VM boot test failed (exit $vm_status)" >&2
+    ((vm_status == 0)) || echo "tests/run.sh: the VM boot test or the aarch64 test build after it failed (exit $vm_status)" >&2
     ((deb_status == 0 && vm_status == 0))
 }
 
@@ -229,12 +250,14 @@ step 2 "a soak with a stalled worker fails (SOAK_STALL=40 tests/soak.sh 90)" soa
 step 3 "fuzzing, 20 s a target (tests/fuzz.sh 20)" bash tests/fuzz.sh 20
 export CROSS_DEADLINE=$(($(date +%s) + 87 * 60 - SECONDS))
 # The amd64 package: the edge build against a bullseye sysroot (most of it
-# the LTO link, 8 min 15 s in the last CI run), lintian, its files, its
-# glibc floor and a run on bullseye's glibc. The VM test installs it.
-step 9 "Debian package, amd64 (tests/deb/run.sh amd64)" bounded deb-amd64 bash tests/deb/run.sh amd64
+# the LTO link, one thread), lintian, its files, its glibc floor and a run
+# on bullseye's glibc. The VM test installs it. Beside it, armv7's unit
+# test build.
+step 10 "Debian package, amd64 (tests/deb/run.sh amd64), beside armv7's cross test build" \
+    bounded deb-amd64 deb_amd64_beside_armv7_build
 # The VM took 9 min 52 s with the one-hour soak running beside it; the
 # drivers' checks (tests/vm/drivers.sh) restart the daemon three times.
-step 13 "Debian packages, armhf and arm64 (tests/cross/run.sh, CROSS_STEPS=deb), beside the VM boot test (tests/vm/run.sh: bookworm guest, vivid, mosquitto, YUYV/NV12/MJPEG in and YUYV/MJPG out through v4l2loopback, the package and its units, upgrade and removal)" \
+step 20 "Debian packages, armhf and arm64 (tests/cross/run.sh, CROSS_STEPS=deb), beside the VM boot test (tests/vm/run.sh: bookworm guest, vivid, mosquitto, YUYV/NV12/MJPEG in and YUYV/MJPG out through v4l2loopback, the package and its units, upgrade and removal) and then aarch64's cross test build" \
     bounded vm-and-arm-packages vm_beside_arm_packages
 step 7 "ARM cost model (benches/arm-cost.sh: cortex-a76, armv7 cortex-a7)" bounded arm-cost arm_cost
-step 11 "cross tests under qemu-user: armv7 unit tests, aarch64 unit and integration set (until minute 87)" cross
+step 15 "cross tests under qemu-user: armv7 unit tests, aarch64 unit and integration set (until minute 87)" cross
