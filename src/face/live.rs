@@ -304,8 +304,8 @@ impl LivePipeline {
     }
 
     /// Tracks born on this detection are embedded; one that is a person
-    /// whose track is held unseen, or ended within [`Reid::KEEP_S`], takes
-    /// that person's id back. Returns the time inside the recogniser.
+    /// whose track is held unseen beside it ([`Reid::beside`]), or ended
+    /// within [`Reid::KEEP_S`], takes that person's id back. Returns the time inside the recogniser.
     fn reidentify(&mut self, frame: &RgbImage, t: f64) -> Duration {
         let tracker = &self.tracker;
         self.reid.retire(|id| tracker.tracks().iter().any(|k| k.id == id), t);
@@ -314,8 +314,10 @@ impl LivePipeline {
             let Ok(identity) = self.fusion.recognizer.embed(frame, &k.face.landmarks) else { continue };
             spent += self.fusion.recognizer.last_inference();
             let distance = self.settings.reference_distance;
-            let tracker = &self.tracker;
-            let held = |id: u64| tracker.tracks().iter().any(|h| h.id == id && h.missed > 0);
+            let (tracker, bbox) = (&self.tracker, k.face.bbox);
+            let held = |id: u64| {
+                tracker.tracks().iter().any(|h| h.id == id && h.missed > 0 && Reid::beside(&h.face.bbox, &bbox))
+            };
             let old = self.reid.recognise_held(&identity, held, distance);
             if let Some(old) = old.or_else(|| self.reid.recognise(&identity, distance)) {
                 self.tracker.rename(k.id, old);

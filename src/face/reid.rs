@@ -5,6 +5,7 @@
 //! tracker holds a track comes back as themselves, so `one` keeps its face
 //! and the ids in `faces` stay the person's.
 
+use super::track::box_distance;
 use super::Embedding;
 use std::collections::HashMap;
 
@@ -24,6 +25,11 @@ impl Reid {
     /// Faces with fewer pixels between the eyes are not re-identified:
     /// their embeddings are too coarse to tell people apart.
     pub const MIN_IOD_PX: f32 = 16.0;
+    /// A held track gives its id only to a new track whose box is within
+    /// this many of the held box's widths (centre to centre) and of a size
+    /// within twice or half of it: a turning head found again beside its
+    /// track, not another person after a cut whose face looks alike.
+    pub const HELD_WIDTHS: f32 = 2.0;
 
     /// Remembers live track `id`'s identity.
     pub fn remember(&mut self, id: u64, identity: Embedding) {
@@ -50,6 +56,12 @@ impl Reid {
     pub fn recognise_held(&self, identity: &Embedding, held: impl Fn(u64) -> bool, max_distance: f32) -> Option<u64> {
         let near = self.live.iter().filter(|(id, _)| held(**id)).map(|(id, e)| (*id, identity.distance(e)));
         near.filter(|(_, d)| *d <= max_distance).min_by(|a, b| a.1.total_cmp(&b.1)).map(|(id, _)| id)
+    }
+
+    /// Whether a new track's box `new` is beside held track's box `held`
+    /// (see [`Reid::HELD_WIDTHS`]).
+    pub fn beside(held: &[f32; 4], new: &[f32; 4]) -> bool {
+        box_distance(held, new, 2.0).is_some_and(|d| d < Self::HELD_WIDTHS)
     }
 
     /// Forgets live track `id` (its person continues under another id).
@@ -93,6 +105,14 @@ mod tests {
         assert_eq!(r.recognise(&e(&[-1.0, 0.0]), 0.3), None, "another person");
         r.retire(|_| false, 6.0 + Reid::KEEP_S + 1.0);
         assert_eq!(r.recognise(&e(&[1.0, 0.0]), 0.3), None, "forgotten after KEEP_S");
+    }
+
+    #[test]
+    fn a_held_track_is_beside_a_new_box_near_it_at_a_similar_size_only() {
+        let held = [100.0, 100.0, 140.0, 150.0];
+        assert!(Reid::beside(&held, &[150.0, 100.0, 190.0, 150.0]), "1.25 widths to the side");
+        assert!(!Reid::beside(&held, &[200.0, 100.0, 240.0, 150.0]), "2.5 widths away");
+        assert!(!Reid::beside(&held, &[100.0, 100.0, 190.0, 210.0]), "2.25 times as wide");
     }
 
     #[test]
