@@ -27,8 +27,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 1d0517a7b809fb8aef4fe71f914c548a170b45ccdeb347373ede65df00171686
-SRCREV = "4b0761c7881a54a2a2f7c25aa41b2f284a3cc25a"
+# fusiond-inputs: 3c48f2c64a98c35ac9b00cb0ebd4bda9c364ffeeb8920eae9886a6413862f661
+SRCREV = "0f30c3234a5f7421818d8ea2c36a689a00d064d5"
 
 S = "${UNPACKDIR}/git"
 
