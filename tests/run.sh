@@ -125,7 +125,7 @@ pytests() {
 # within what is left of CI's 90 minutes (87, for slack): armv7 its unit
 # tests; aarch64 its unit tests and a fixed set of integration tests, every
 # time: the daemon end to end, its config, HTTP, discovery, the store,
-# capture and the CLI (the set ran in 12.3 min under qemu-aarch64 on this
+# capture and the CLI (the set ran in 10.6-12.3 min under qemu-aarch64 on this
 # kind of machine, 56 s of it the CLI's). A build or a suite the deadline
 # stops is counted as skipped, and a second skip in a row with the same
 # cache fails the run.
@@ -152,7 +152,7 @@ deb_amd64_beside_armv7_build() {
 }
 # The steps after fuzzing but the cross tests (the packages, the VM, the ARM
 # cost model) run within CROSS_DEADLINE less the cross tests' 15 minutes
-# (their builds ready, armv7's unit tests and aarch64's set took 14):
+# (their builds ready, armv7's unit tests and aarch64's set took 12):
 # `bounded ID CMD...` runs CMD as its own process group and stops the whole
 # group (a VM, qemu-user, cargo) when that time is up. A cut is printed,
 # listed in the summary and marked in the cache as the cross tests' cuts
@@ -234,7 +234,7 @@ ort_tests() {
     cargo test --features ort --lib -- infer:: cli::
     cargo test --features ort --test it -- engines:: fp16::
 }
-step 4 "cargo test --features ort (ONNX Runtime from the venv's wheel: infer::, cli::, engines::, fp16::)" ort_tests
+step 3 "cargo test --features ort (ONNX Runtime from the venv's wheel: infer::, cli::, engines::, fp16::)" ort_tests
 step 1 "x86 kernel tiers forced down: FUSIOND_CPU=avx2, then scalar" kernel_tiers
 step 1 "Yocto layer lint (oelint-adv, and a broken recipe it must reject)" bash yocto/lint.sh
 step 1 "GPU check without a GPU (tests/gpu/check.sh must say \"no GPU\")" gpu_check
@@ -244,20 +244,20 @@ step 1 "onnxruntime agreement (pytest)" pytests
 # so nothing runs beside it.
 step 3 "soak under faults, 2 minutes (tests/soak.sh 2m)" env FUSIOND_BIN="$CARGO_TARGET_DIR/debug/fusiond" bash tests/soak.sh 2m
 # The soak's goals see the worker: one with the worker stalled at 40 s must fail.
-step 2 "a soak with a stalled worker fails (SOAK_STALL=40 tests/soak.sh 90)" soak_stalled
+step 3 "a soak with a stalled worker fails (SOAK_STALL=40 tests/soak.sh 90)" soak_stalled
 # Every fuzz target for 20 s (about 13 min more from a cold cache: nightly,
 # cargo-fuzz and the sanitizer build of fusiond without its engines).
-step 3 "fuzzing, 20 s a target (tests/fuzz.sh 20)" bash tests/fuzz.sh 20
+step 5 "fuzzing, 20 s a target (tests/fuzz.sh 20)" bash tests/fuzz.sh 20
 export CROSS_DEADLINE=$(($(date +%s) + 87 * 60 - SECONDS))
 # The amd64 package: the edge build against a bullseye sysroot (most of it
 # the LTO link, one thread), lintian, its files, its glibc floor and a run
 # on bullseye's glibc. The VM test installs it. Beside it, armv7's unit
 # test build.
-step 10 "Debian package, amd64 (tests/deb/run.sh amd64), beside armv7's cross test build" \
+step 9 "Debian package, amd64 (tests/deb/run.sh amd64), beside armv7's cross test build" \
     bounded deb-amd64 deb_amd64_beside_armv7_build
 # The VM took 9 min 52 s with the one-hour soak running beside it; the
 # drivers' checks (tests/vm/drivers.sh) restart the daemon three times.
-step 20 "Debian packages, armhf and arm64 (tests/cross/run.sh, CROSS_STEPS=deb), beside the VM boot test (tests/vm/run.sh: bookworm guest, vivid, mosquitto, YUYV/NV12/MJPEG in and YUYV/MJPG out through v4l2loopback, the package and its units, upgrade and removal) and then aarch64's cross test build" \
+step 16 "Debian packages, armhf and arm64 (tests/cross/run.sh, CROSS_STEPS=deb), beside the VM boot test (tests/vm/run.sh: bookworm guest, vivid, mosquitto, YUYV/NV12/MJPEG in and YUYV/MJPG out through v4l2loopback, the package and its units, upgrade and removal) and then aarch64's cross test build" \
     bounded vm-and-arm-packages vm_beside_arm_packages
-step 7 "ARM cost model (benches/arm-cost.sh: cortex-a76, armv7 cortex-a7)" bounded arm-cost arm_cost
-step 15 "cross tests under qemu-user: armv7 unit tests, aarch64 unit and integration set (until minute 87)" cross
+step 9 "ARM cost model (benches/arm-cost.sh: cortex-a76, armv7 cortex-a7)" bounded arm-cost arm_cost
+step 13 "cross tests under qemu-user: armv7 unit tests, aarch64 unit and integration set (until minute 87)" cross
