@@ -120,10 +120,10 @@ for arch in "${arches[@]}"; do
     if [ "${FUSIOND_DEB_NO_BUILD:-0}" != 1 ]; then
         start=$SECONDS
         # Without SOURCE_DATE_EPOCH: the cc crate reruns ring's and
-        # tract-linalg's build scripts when it changes, and with it every
-        # crate above them, so a value per commit would rebuild tract on
-        # every run, and apart from the ARM cost model's build of the same
-        # binary (benches/arm-cost.sh), which must find this one fresh.
+        # tract-linalg's build scripts when it changes, and every crate
+        # above them is rebuilt, so a value per commit would rebuild tract
+        # on every run. The ARM cost model's build of the same binary
+        # (benches/arm-cost.sh) runs without it too, and finds this one fresh.
         env -u SOURCE_DATE_EPOCH cargo build --release --target "$triple" --features ort --bin fusiond --quiet
         echo "deb: $triple release build in $((SECONDS - start)) s"
     fi

@@ -305,7 +305,8 @@ impl LivePipeline {
 
     /// Tracks born on this detection are embedded; one that is a person
     /// whose track is held unseen beside it ([`Reid::beside`]), or ended
-    /// within [`Reid::KEEP_S`], takes that person's id back. Returns the time inside the recogniser.
+    /// within [`Reid::KEEP_S`], takes that person's id back. Returns the
+    /// time inside the recogniser.
     fn reidentify(&mut self, frame: &RgbImage, t: f64) -> Duration {
         let tracker = &self.tracker;
         self.reid.retire(|id| tracker.tracks().iter().any(|k| k.id == id), t);

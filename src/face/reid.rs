@@ -26,10 +26,13 @@ impl Reid {
     /// their embeddings are too coarse to tell people apart.
     pub const MIN_IOD_PX: f32 = 16.0;
     /// A held track gives its id only to a new track whose box is within
-    /// this many of the held box's widths (centre to centre) and of a size
-    /// within twice or half of it: a turning head found again beside its
-    /// track, not another person after a cut whose face looks alike.
+    /// this many of the held box's widths (centre to centre) and at most
+    /// [`Reid::HELD_SCALE`] times larger or smaller: a turning head found
+    /// again beside its track, not another person after a cut whose face
+    /// looks alike.
     pub const HELD_WIDTHS: f32 = 2.0;
+    /// See [`Reid::HELD_WIDTHS`].
+    pub const HELD_SCALE: f32 = 2.0;
 
     /// Remembers live track `id`'s identity.
     pub fn remember(&mut self, id: u64, identity: Embedding) {
@@ -61,7 +64,7 @@ impl Reid {
     /// Whether a new track's box `new` is beside held track's box `held`
     /// (see [`Reid::HELD_WIDTHS`]).
     pub fn beside(held: &[f32; 4], new: &[f32; 4]) -> bool {
-        box_distance(held, new, 2.0).is_some_and(|d| d < Self::HELD_WIDTHS)
+        box_distance(held, new, Self::HELD_SCALE).is_some_and(|d| d < Self::HELD_WIDTHS)
     }
 
     /// Forgets live track `id` (its person continues under another id).
