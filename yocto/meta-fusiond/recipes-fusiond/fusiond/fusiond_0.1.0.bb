@@ -27,8 +27,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 3c48f2c64a98c35ac9b00cb0ebd4bda9c364ffeeb8920eae9886a6413862f661
-SRCREV = "0f30c3234a5f7421818d8ea2c36a689a00d064d5"
+# fusiond-inputs: ff5da874dfb2f6b3bd270da9d00ee56e11f9e94667f19c3f5976b1cb1dbdaccd
+SRCREV = "36645e35a5fe0190435a4de23245908d5fd68f4d"
 
 S = "${UNPACKDIR}/git"
 
