@@ -203,9 +203,10 @@ cross() {
     CROSS_STEPS="build test" CROSS_IT="$aarch64_it" bash tests/cross/run.sh aarch64
 }
 
-# The VM (one TCG vCPU) and the ARM packages (their time is the two
-# single-threaded LTO links, one after the other) each keep about one core
-# busy, so they run side by side. The VM's log is printed when both are
+# The VM (qemu TCG, two vCPUs: about 1.3 cores busy on average) and the ARM
+# packages (their time is the two single-threaded LTO links, one after the
+# other) run side by side; tests/vm/run.sh boots the guest a second time
+# when its first boot hangs under that load. The VM's log is printed when both are
 # done; either failing fails the step.
 vm_beside_arm_packages() {
     local vm_status=0 deb_status=0 vm_pid
