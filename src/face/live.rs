@@ -7,7 +7,7 @@
 //! Time comes in as an argument, so the cadence is testable without sleeps.
 
 use super::pose::Fader;
-use super::refine::{refine, substitute, CropBuffers};
+use super::refine::{recheck_at_edge, refine, substitute, CropBuffers};
 use super::reid::Reid;
 use super::smooth::iod;
 use super::{
@@ -289,14 +289,13 @@ impl LivePipeline {
             if let Some(refiner) = self.fusion.refiner.as_mut() {
                 let refined = refine(refiner, &mut self.crops, frame, &self.tracks)?;
                 self.tracker.correct(&mut self.tracks, &refined.found, t);
-                // A face at the frame's edge whose crop holds no face any
-                // more has left: it is not put out (nor swapped) until a
-                // detection finds it again; its track is held for that.
-                // Inside the frame one empty crop is the refiner's miss.
-                let (w, h) = (frame.width() as f32, frame.height() as f32);
-                let at_edge = |b: &[f32; 4]| b[0] <= 0.0 || b[1] <= 0.0 || b[2] >= w - 1.0 || b[3] >= h - 1.0;
-                self.tracks.retain(|k| !(refined.empty.contains(&k.id) && at_edge(&k.face.bbox)));
-                inference += refined.inference;
+                // Inside the frame one empty crop is the refiner's miss; at
+                // the edge a full detection says whether the face has left
+                // (its track is held for re-identification).
+                let edge = recheck_at_edge(&mut self.fusion.detector, frame, &self.tracks, &refined.empty)?;
+                self.tracker.correct(&mut self.tracks, &edge.found, t);
+                self.tracks.retain(|k| !edge.left.contains(&k.id));
+                inference += refined.inference + edge.inference;
             }
         }
         let detect = if due || self.fusion.refiner.is_some() { started.elapsed() } else { Duration::ZERO };

@@ -89,6 +89,54 @@ pub struct Refined {
     pub inference: Duration,
 }
 
+/// Tracks at the frame's edge whose crop held no face, looked for again by
+/// a full detection of the frame: a face cut by the edge or leaving fast
+/// is one a crop can miss while the full detector, which gives the births,
+/// still finds it. A track with no detection that [`agrees`] with it has
+/// left: it is not put out (nor swapped) until a detection finds it again.
+pub fn recheck_at_edge(
+    detector: &mut Detector,
+    frame: &RgbImage,
+    tracks: &[Tracked],
+    empty: &[u64],
+) -> Result<EdgeRecheck> {
+    let (w, h) = (frame.width() as f32, frame.height() as f32);
+    let at_edge = |b: &[f32; 4]| b[0] <= 0.0 || b[1] <= 0.0 || b[2] >= w - 1.0 || b[3] >= h - 1.0;
+    let edge: Vec<&Tracked> = tracks.iter().filter(|k| empty.contains(&k.id) && at_edge(&k.face.bbox)).collect();
+    let mut recheck = EdgeRecheck::default();
+    if edge.is_empty() {
+        return Ok(recheck);
+    }
+    let faces = detector.detect(frame)?;
+    recheck.inference = detector.last_inference;
+    for track in edge {
+        let nearest = faces
+            .iter()
+            .filter(|f| agrees(&track.face, f))
+            .min_by(|a, b| distance(&track.face, a).total_cmp(&distance(&track.face, b)));
+        match nearest {
+            Some(face) => recheck.found.push((track.id, face.clone())),
+            None => recheck.left.push(track.id),
+        }
+    }
+    Ok(recheck)
+}
+
+fn distance(track: &Face, face: &Face) -> f32 {
+    super::track::box_distance(&track.bbox, &face.bbox, f32::INFINITY).unwrap_or(f32::INFINITY)
+}
+
+/// What [`recheck_at_edge`] found.
+#[derive(Debug, Default)]
+pub struct EdgeRecheck {
+    /// Tracks the full detection found, with their faces.
+    pub found: Vec<(u64, Face)>,
+    /// Tracks it did not find: gone from the frame.
+    pub left: Vec<u64>,
+    /// Time inside the engine.
+    pub inference: Duration,
+}
+
 /// Whether a refined face agrees with the track it refines: its box's
 /// centre within a third of the track's box width of the track's, its
 /// width within 1/1.5..1.5 of it. A face that does not is dropped and the

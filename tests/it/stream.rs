@@ -234,3 +234,27 @@ fn a_person_back_after_a_gap_longer_than_a_track_is_held_gets_their_id_back() {
     assert_eq!(first.len(), 1, "{before:?}");
     assert!(after.iter().all(|f| *f == first), "the person came back as {after:?}, not {first:?}");
 }
+
+/// Foreman's face leaving the frame fast, up and to the left (from 5 s,
+/// 30 fps on a simulated clock): its crop at the edge held no face twice
+/// while detection on the whole frame still found it, and the face was
+/// dropped for those frames (2 dropouts). A full detection now decides
+/// whether an edge face has left; once it has, nothing is put out.
+#[test]
+fn a_face_leaving_fast_at_the_edge_is_kept_while_detection_finds_it_and_dropped_once_it_does_not() {
+    let (_dir, paths) = clip_frames("foreman-cif.mkv", 5.0, 50);
+    let m = models();
+    let mut live = daemon_pipeline(&m);
+    let mut reference = m.detector("scrfd_500m", Some([640, 480])).unwrap();
+    let frames = record(&mut live, &mut reference, paths.iter().map(|p| Ok((decode(p), vec![]))), 30.0).unwrap();
+    let r = score(&frames, 30.0);
+    print("foreman leaving", &r);
+    assert_eq!(r.persons.len(), 1, "{r:?}");
+    let p = &r.persons[0];
+    assert_eq!((p.ids, p.dropouts, r.flips), (1, 0, 0), "{p:?}");
+    let last_seen = frames.iter().rposition(|f| !f.reference.is_empty()).unwrap();
+    assert!(last_seen + 5 < frames.len(), "the face should leave within the clip: last seen on frame {last_seen}");
+    for (i, f) in frames.iter().enumerate().skip(last_seen + 1) {
+        assert!(f.output.is_empty(), "frame {i}: a face put out where detection finds nobody: {:?}", f.output);
+    }
+}
