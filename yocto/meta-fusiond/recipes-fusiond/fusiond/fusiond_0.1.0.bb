@@ -27,8 +27,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: ff5da874dfb2f6b3bd270da9d00ee56e11f9e94667f19c3f5976b1cb1dbdaccd
-SRCREV = "36645e35a5fe0190435a4de23245908d5fd68f4d"
+# fusiond-inputs: e6806c82a16cdcfc9a15ee7b1d8927d4fb07a5eafb619d1d85bb9f182f1d9bf7
+SRCREV = "110a0c23c1a2e5aa8365fbf24094324eace01d8b"
 
 S = "${UNPACKDIR}/git"
 
