@@ -68,6 +68,16 @@ fn daemon_pipeline(m: &Models) -> LivePipeline {
     live
 }
 
+/// `n` frames of `clip` from `start_s` through the daemon's pipeline at
+/// `fps` on a simulated clock, beside detection on every frame.
+fn on_simulated_clock(clip: &str, start_s: f32, n: usize, fps: f32) -> Vec<StreamFrame> {
+    let (_dir, paths) = clip_frames(clip, start_s, n);
+    let m = models();
+    let mut live = daemon_pipeline(&m);
+    let mut reference = m.detector("scrfd_500m", Some([640, 480])).unwrap();
+    record(&mut live, &mut reference, paths.iter().map(|p| Ok((decode(p), vec![]))), fps).unwrap()
+}
+
 fn print(name: &str, r: &StreamReport) {
     for p in &r.persons {
         eprintln!(
@@ -94,12 +104,7 @@ fn print(name: &str, r: &StreamReport) {
 /// per-frame detection's jitter, and the swap flipped once.
 #[test]
 fn a_table_of_small_faces_keeps_every_person_steadier_than_detection_with_no_flip() {
-    let (_dir, paths) = clip_frames("fourpeople-table.265", 0.0, 300);
-    let m = models();
-    let mut live = daemon_pipeline(&m);
-    let mut reference = m.detector("scrfd_500m", Some([640, 480])).unwrap();
-    let frames = paths.iter().map(|p| Ok((decode(p), vec![])));
-    let r = score(&record(&mut live, &mut reference, frames, 30.0).unwrap(), 30.0);
+    let r = score(&on_simulated_clock("fourpeople-table.265", 0.0, 300, 30.0), 30.0);
     print("fourpeople", &r);
     assert!(r.persons.len() >= 4, "{r:?}");
     // A person seen for under a second (a face showing between cans and
@@ -242,11 +247,7 @@ fn a_person_back_after_a_gap_longer_than_a_track_is_held_gets_their_id_back() {
 /// whether an edge face has left; once it has, nothing is put out.
 #[test]
 fn a_face_leaving_fast_at_the_edge_is_kept_while_detection_finds_it_and_dropped_once_it_does_not() {
-    let (_dir, paths) = clip_frames("foreman-cif.mkv", 5.0, 50);
-    let m = models();
-    let mut live = daemon_pipeline(&m);
-    let mut reference = m.detector("scrfd_500m", Some([640, 480])).unwrap();
-    let frames = record(&mut live, &mut reference, paths.iter().map(|p| Ok((decode(p), vec![]))), 30.0).unwrap();
+    let frames = on_simulated_clock("foreman-cif.mkv", 5.0, 50, 30.0);
     let r = score(&frames, 30.0);
     print("foreman leaving", &r);
     assert_eq!(r.persons.len(), 1, "{r:?}");

@@ -86,7 +86,7 @@ capture() {
     echo "vm: two-people frame fed as $1 through v4l2loopback: faces reports 2 faces"
 }
 
-# Reads 5 frames of /dev/video10 as $1 and checks them against the fed
+# Reads 8 frames of /dev/video10 as $1 and checks them against the fed
 # photo and an MQTT frame taken at the same time.
 output() {
     local format=$1
@@ -101,7 +101,7 @@ output() {
     # To the guest's tmpfs first: v4l2loopback's reader and writer share
     # its buffers, and a slow copy onto the 9p share can be overtaken by the
     # writer's next frame (a torn JPEG, seen once in CI).
-    guest "v4l2-ctl -d /dev/video10 --stream-mmap --stream-count=5 --stream-to=/tmp/out.$format &&
+    guest "v4l2-ctl -d /dev/video10 --stream-mmap --stream-count=8 --stream-to=/tmp/out.$format &&
         cp /tmp/out.$format /mnt/share/out.$format"
     sub -C 1 -W 120 -t fusiond/vm/frame > "$run/fused-$format.jpg" || fail "no fused frame to compare with"
     "$FUSIOND_PYTHON" - "$format" "$share/out.$format" "$run/fused-$format.jpg" "$share/two.jpg" "$run/faces-$capture_format.json" <<'PY' \
@@ -111,14 +111,14 @@ fmt, out, fused, fed, faces = sys.argv[1:6]
 data = np.fromfile(out, dtype=np.uint8)
 if fmt == "YUYV":
     size = 640 * 480 * 2
-    assert data.size == 5 * size, f"{data.size} bytes read, want 5 YUYV 640x480 frames"
+    assert data.size == 8 * size, f"{data.size} bytes read, want 8 YUYV 640x480 frames"
     loop = cv2.cvtColor(data[-size:].reshape(480, 640, 2), cv2.COLOR_YUV2BGR_YUYV)
 else:
     # Each buffer holds one JPEG (bytesused bytes); the newest one that is
     # whole (ends with its EOI marker and decodes at 640x480) is compared.
     raw = data.tobytes()
     starts = [i for i in range(len(raw) - 2) if raw[i:i + 3] == b"\xff\xd8\xff"]
-    assert len(starts) >= 5, f"{len(starts)} JPEGs in {len(raw)} bytes read, want 5"
+    assert len(starts) >= 8, f"{len(starts)} JPEGs in {len(raw)} bytes read, want 8"
     whole, broken = [], []
     for i, (a, b) in enumerate(zip(starts, starts[1:] + [len(raw)])):
         jpeg = raw[a:b]
@@ -128,7 +128,11 @@ else:
         else:
             broken.append(f"#{i + 1}: {len(jpeg)} bytes, ends {jpeg[-2:].hex()}")
     print(f"vm: MJPG output: {len(whole)} of {len(starts)} buffers are whole 640x480 JPEGs; not whole: {broken}")
-    assert len(whole) >= 3, "fewer than 3 of the 5 MJPG buffers read are whole 640x480 JPEGs"
+    # The first buffer a new reader gets can be one this writer has not
+    # filled (bytesused its full length), and a slow reader under TCG can
+    # be overtaken in the one buffer fusiond writes (v4l's OutputStream
+    # queues the buffer it dequeued last): at most 3 of 8 may be broken.
+    assert len(whole) >= 5, "fewer than 5 of the 8 MJPG buffers read are whole 640x480 JPEGs"
     loop = whole[-1]
 fused = cv2.imread(fused).astype(int)
 fed = cv2.imread(fed).astype(int)
