@@ -143,7 +143,8 @@ impl ControlLoop<'_> {
     }
 
     /// Loads tier `tier` (or the one below it that loads) and posts it to
-    /// the worker; the quality state names the tier that runs.
+    /// the worker; the quality state names the tier that runs, then the
+    /// `tier_changed` event follows.
     pub fn switch_tier(&mut self, tier: &str, command: &str) {
         let before = self.models.tier.clone();
         let (models, degraded) = match self.store.activate(tier) {
@@ -168,9 +169,11 @@ impl ControlLoop<'_> {
         self.mailbox.models(models);
         let running = self.models.tier.clone();
         self.degraded(tier, degraded);
-        self.event(Event::TierChanged { from: before, tier: running.clone() });
+        // The retained state is queued ahead of the event, so whoever acts
+        // on `tier_changed` already finds the state naming the new tier.
         let effect = self.control.tier_in_use(&running);
         self.apply(vec![effect]);
+        self.event(Event::TierChanged { from: before, tier: running });
     }
 
     /// A lower tier than `wanted` runs, for `reason`, or (`None`) the one

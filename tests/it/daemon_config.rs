@@ -95,6 +95,11 @@ fn a_tier_that_falls_back_leaves_the_quality_state_naming_the_tier_that_runs() {
     assert_eq!((e["wanted"].as_str(), e["tier"].as_str()), (Some("broken"), Some("quality")), "{e}");
     assert!(e["reason"].as_str().unwrap().contains("corrupt_swapper"), "{e}");
     w.wait_from(from, "events", *T, |m| m.json()["event"] == "tier_changed");
+    let seen: Vec<(String, String)> = w.all()[from..].iter().map(|m| (m.topic.clone(), m.text())).collect();
+    let state = seen.iter().position(|(t, p)| t.ends_with("/quality/state") && p == "quality");
+    let changed = seen.iter().position(|(t, p)| t.ends_with("/events") && p.contains("tier_changed"));
+    let order = state.zip(changed).map(|(s, c)| s < c);
+    assert_eq!(order, Some(true), "the state names the running tier before tier_changed says so: {seen:?}");
     let (code, health) = crate::http::get(port, "GET", "/api/health");
     let health = String::from_utf8_lossy(&health);
     assert_eq!(code, 503, "a fallback is not healthy: {health}");
