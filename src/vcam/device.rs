@@ -1,28 +1,26 @@
 //! The V4L2 output device: the format negotiated once per open, then
-//! memory-mapped output buffers, streamed (`VIDIOC_STREAMON`) and queued one
-//! frame at a time.
+//! memory-mapped output buffers, streamed (`VIDIOC_STREAMON`) and filled in
+//! turn, a frame each ([`super::ring`]).
 //!
 //! Not `write()`: v4l2loopback (0.12, Debian bookworm's) counts a writer
 //! that never streamed as no writer, so with `exclusive_caps=1` the node
 //! never offers output again after it closes, and a restarted daemon could
-//! not reopen its own virtual camera (the VM test saw it). A frame goes to
-//! the device when the next one is queued: one frame of latency.
+//! not reopen its own virtual camera (the VM test saw it).
 
+use super::ring::Ring;
 use super::{FrameSink, SinkError, VcamSettings};
 use crate::vision::{encode_jpeg, rgb_to_yuyv_into, RgbImage};
-use v4l::buffer::Type;
-use v4l::io::mmap::Stream;
-use v4l::io::traits::OutputStream;
 use v4l::video::output::Parameters;
 use v4l::video::Output;
 use v4l::{Device, Format, FourCC};
 
-/// Output buffers: one being filled, one with the device.
-const BUFFERS: u32 = 2;
+/// Output buffers asked for; v4l2loopback grants at most its
+/// `max_buffers` (2 unless the module is loaded with more).
+const BUFFERS: u32 = 4;
 
 pub struct V4l2Sink {
-    /// Dropped first: it stops the stream (`VIDIOC_STREAMOFF`).
-    stream: Stream<'static>,
+    /// Dropped first: it stops the stream and unmaps the buffers.
+    ring: Ring,
     _device: Device,
     path: String,
     fourcc: [u8; 4],
@@ -68,10 +66,10 @@ impl V4l2Sink {
             caps.card,
             String::from_utf8_lossy(&fourcc)
         );
-        let stream =
-            Stream::with_buffers(&device, Type::VideoOutput, BUFFERS).map_err(|e| open_err("map output buffers", e))?;
+        let ring = Ring::new(device.handle().fd(), BUFFERS).map_err(|e| open_err("map output buffers", e))?;
+        log::debug!("v4l2 output {path}: {} buffers of {} bytes", ring.len(), ring.room());
         Ok(V4l2Sink {
-            stream,
+            ring,
             _device: device,
             path,
             fourcc,
@@ -96,15 +94,7 @@ impl FrameSink for V4l2Sink {
             b"MJPG" => self.buf = encode_jpeg(frame, self.jpeg_quality).map_err(SinkError::Write)?,
             _ => rgb_to_yuyv_into(frame, &mut self.buf),
         }
-        let path = &self.path;
-        // Queues the frame filled last time and hands out a free buffer.
-        let (out, meta) = OutputStream::next(&mut self.stream).map_err(|e| SinkError::Write(format!("{path}: {e}")))?;
-        let Some(slot) = out.get_mut(..self.buf.len()) else {
-            let (n, room) = (self.buf.len(), out.len());
-            return Err(SinkError::Write(format!("{path}: a frame of {n} bytes does not fit its buffer of {room}")));
-        };
-        slot.copy_from_slice(&self.buf);
-        meta.bytesused = self.buf.len() as u32;
+        self.ring.write(&self.buf).map_err(|e| SinkError::Write(format!("{}: {e}", self.path)))?;
         Ok(())
     }
 }

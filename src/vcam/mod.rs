@@ -5,6 +5,7 @@
 //! loop converts and writes it, and reopens a lost device with backoff.
 
 mod device;
+mod ring;
 mod settings;
 
 pub use device::V4l2Sink;

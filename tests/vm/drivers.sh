@@ -119,20 +119,23 @@ else:
     raw = data.tobytes()
     starts = [i for i in range(len(raw) - 2) if raw[i:i + 3] == b"\xff\xd8\xff"]
     assert len(starts) >= 8, f"{len(starts)} JPEGs in {len(raw)} bytes read, want 8"
-    whole, broken = [], []
+    whole, broken, padded = [], [], 0
     for i, (a, b) in enumerate(zip(starts, starts[1:] + [len(raw)])):
-        jpeg = raw[a:b]
+        # v4l2loopback (0.12) resets every buffer's bytesused to the image
+        # size when a reader asks for buffers, so a reader's first buffer
+        # can be the last JPEG written followed by zero padding.
+        jpeg = raw[a:b].rstrip(b"\0")
         img = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR) if jpeg.endswith(b"\xff\xd9") else None
         if img is not None and img.shape[:2] == (480, 640):
             whole.append(img)
+            padded += len(jpeg) < b - a
         else:
             broken.append(f"#{i + 1}: {len(jpeg)} bytes, ends {jpeg[-2:].hex()}")
-    print(f"vm: MJPG output: {len(whole)} of {len(starts)} buffers are whole 640x480 JPEGs; not whole: {broken}")
-    # The first buffer a new reader gets can be one this writer has not
-    # filled (bytesused its full length), and a slow reader under TCG can
-    # be overtaken in the one buffer fusiond writes (v4l's OutputStream
-    # queues the buffer it dequeued last): at most 3 of 8 may be broken.
-    assert len(whole) >= 5, "fewer than 5 of the 8 MJPG buffers read are whole 640x480 JPEGs"
+    print(f"vm: MJPG output: {len(whole)} of {len(starts)} buffers are whole 640x480 JPEGs ({padded} zero-padded); not whole: {broken}")
+    # fusiond fills the loopback's buffers in turn (src/vcam/ring.rs), the
+    # first frame all of them: a reader gets no buffer left unfilled and
+    # has a whole frame's time to copy one before it is written again.
+    assert len(whole) == len(starts), "an MJPG buffer read is not a whole 640x480 JPEG"
     loop = whole[-1]
 fused = cv2.imread(fused).astype(int)
 fed = cv2.imread(fed).astype(int)
