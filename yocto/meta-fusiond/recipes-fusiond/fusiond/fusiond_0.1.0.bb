@@ -27,8 +27,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: e6806c82a16cdcfc9a15ee7b1d8927d4fb07a5eafb619d1d85bb9f182f1d9bf7
-SRCREV = "110a0c23c1a2e5aa8365fbf24094324eace01d8b"
+# fusiond-inputs: 0dc46f6eec41d8ed7e0364560ec5488b2098c2d2b234b362392d04a3f8d19315
+SRCREV = "86b5b81cca1ee12d6d07abaee8aeccde2a0508a0"
 
 S = "${UNPACKDIR}/git"
 
