@@ -2,16 +2,16 @@
 //! frames, e.g. extracted from ../shared/video by benches/stream.sh) and
 //! synthetic pans of photos through the daemon's live pipeline, with the
 //! daemon's default settings, at the clip's frame rate on a simulated
-//! clock, beside detection on every frame (a live tool without tracking),
-//! and prints one row per person (`fusiond::face::stream_score`).
+//! clock, beside detection on every frame (a live tool without tracking)
+//! and an accuracy reference (the truth: `AccuracyReference`), and prints
+//! one row per person (`fusiond::face::stream_score`).
 
 use anyhow::{Context, Result};
 use fusiond::capture::pan::Pan;
 use fusiond::cli::{load_image, swapper, ModelArgs};
 use fusiond::config::Config;
 use fusiond::daemon::{live_settings, DaemonSettings};
-use fusiond::face::stability::{persons, FrameRecord, Observed};
-use fusiond::face::stream_record::record;
+use fusiond::face::stream_record::{record, AccuracyReference};
 use fusiond::face::stream_score::{score, StreamReport};
 use fusiond::face::{FusionPipeline, LivePipeline, PipelineSettings};
 use fusiond::store::Loader;
@@ -54,6 +54,18 @@ pub struct Args {
     /// Overrides pipeline.smoothing.jitter_iod.
     #[arg(long)]
     jitter_iod: Option<f32>,
+    /// The accuracy reference's crop input, px: each detected face found
+    /// again on a crop twice its box scaled to this size, and on its mirror.
+    #[arg(long, default_value_t = 448)]
+    truth_size: u32,
+}
+
+/// The accuracy reference (`AccuracyReference`): the detector fitted to the
+/// frame, then at --truth-size on each face's crop.
+fn accuracy(args: &Args, loader: &Loader) -> Result<AccuracyReference> {
+    let mut models = args.models.clone();
+    models.fit_detector(loader, FRAME)?;
+    Ok(AccuracyReference::new(models.detector(loader)?, models.refiner(loader, args.truth_size)?))
 }
 
 fn pipeline(args: &Args, loader: &Loader, source: &RgbImage) -> Result<LivePipeline> {
@@ -96,41 +108,32 @@ fn run_clip(args: &Args, loader: &Loader, source: &RgbImage, dir: &Path, fps: f3
     let paths = frames_of(dir, args.frames)?;
     let mut live = pipeline(args, loader, source)?;
     let mut reference = args.models.detector(loader)?;
-    let frames =
-        paths.iter().map(|p| Ok((load_image(p).map_err(|e| fusiond::face::FaceError::NoFace(e.to_string()))?, vec![])));
+    let mut truth = accuracy(args, loader)?;
+    let frames = paths.iter().map(|p| {
+        let img = load_image(p).map_err(|e| fusiond::face::FaceError::NoFace(e.to_string()))?;
+        let faces = truth.faces(&img)?;
+        Ok((img, faces))
+    });
     let recorded = record(&mut live, &mut reference, frames, fps)?;
     Ok(score(&recorded, fps))
 }
 
-/// A pan: the truth is the persons' mean detected position in the photo
-/// (every frame's detections mapped back), mapped into each frame.
+/// A pan: the truth is the accuracy reference on the photo itself, at its
+/// own resolution (each face's crop at --truth-size), mapped into each frame.
 fn run_pan(args: &Args, loader: &Loader, source: &RgbImage, photo: &Path) -> Result<StreamReport> {
-    let pan = Pan::new(load_image(photo)?, 120, 24);
-    let mut maps = Vec::new();
+    let photo = load_image(photo)?;
+    let truth = accuracy(args, loader)?.faces(&photo)?;
+    let pan = Pan::new(photo, 120, 24);
     let frames: Vec<(RgbImage, Vec<[[f32; 2]; 5]>)> = (0..pan.plan.len())
         .map(|i| {
             let (img, to_frame) = pan.frame(i)?;
-            maps.push(to_frame);
-            Ok((img, vec![]))
+            Ok((img, truth.iter().map(|p| p.map(|[x, y]| apply(&to_frame, x, y))).collect()))
         })
         .collect::<Result<_>>()?;
     let mut live = pipeline(args, loader, source)?;
     let mut reference = args.models.detector(loader)?;
-    let mut recorded = record(&mut live, &mut reference, frames.into_iter().map(Ok), 30.0)?;
-    let records: Vec<FrameRecord> = recorded
-        .iter()
-        .zip(&maps)
-        .map(|(f, m)| FrameRecord { to_frame: *m, fast: false, faces: f.reference.iter().map(observed).collect() })
-        .collect();
-    let truth = persons(&records);
-    for (f, m) in recorded.iter_mut().zip(&maps) {
-        f.truth = truth.iter().map(|p| p.map(|[x, y]| apply(m, x, y))).collect();
-    }
+    let recorded = record(&mut live, &mut reference, frames.into_iter().map(Ok), 30.0)?;
     Ok(score(&recorded, 30.0))
-}
-
-fn observed(landmarks: &[[f32; 2]; 5]) -> Observed {
-    Observed { track: 0, landmarks: *landmarks, detected: true, swapped: false }
 }
 
 fn apply(a: &Affine, x: f32, y: f32) -> [f32; 2] {
@@ -141,12 +144,13 @@ fn apply(a: &Affine, x: f32, y: f32) -> [f32; 2] {
 fn print_report(name: &str, r: &StreamReport) {
     println!("{name}: {} persons, {} flips", r.persons.len(), r.flips);
     println!(
-        "  {:>6} {:>6} {:>8} {:>8} {:>7} {:>8} {:>8} {:>4} {:>4} {:>6} {:>5} {:>5} {:>4}",
+        "  {:>6} {:>6} {:>8} {:>8} {:>7} {:>9} {:>8} {:>8} {:>4} {:>4} {:>6} {:>5} {:>5} {:>4}",
         "IOD px",
         "frames",
         "jitter",
         "ref jit",
         "ratio",
+        "truth jit",
         "err",
         "ref err",
         "ids",
@@ -159,12 +163,13 @@ fn print_report(name: &str, r: &StreamReport) {
     for p in &r.persons {
         let opt = |v: Option<f32>| v.map_or("–".into(), |v| format!("{v:.1}"));
         println!(
-            "  {:>6.1} {:>6} {:>8.2} {:>8.2} {:>6.2}× {:>8} {:>8} {:>4} {:>4} {:>5.0}% {:>5} {:>5} {:>4}",
+            "  {:>6.1} {:>6} {:>8.2} {:>8.2} {:>6.2}× {:>9} {:>8} {:>8} {:>4} {:>4} {:>5.0}% {:>5} {:>5} {:>4}",
             p.iod_px,
             p.frames,
             p.jitter,
             p.jitter_reference,
             p.jitter_ratio(),
+            p.jitter_truth.map_or("–".into(), |v| format!("{v:.2}")),
             opt(p.error),
             opt(p.error_reference),
             p.ids,
@@ -182,8 +187,8 @@ pub fn run(args: Args) -> Result<()> {
     let loader = args.models.loader()?;
     let source = load_image(&args.source)?;
     println!(
-        "fusiond-bench stream: the daemon's live pipeline (its default settings) against detection on every frame; \
-         jitter and error in % of each person's IOD"
+        "fusiond-bench stream: the daemon's live pipeline (its default settings) against detection on every frame \
+         (ref) and the accuracy reference (truth); jitter and error in % of each person's IOD"
     );
     let mut all = Vec::new();
     for (i, clip) in args.clips.iter().enumerate() {
@@ -198,7 +203,13 @@ pub fn run(args: Args) -> Result<()> {
         all.push((format!("pan:{}", photo.display()), r));
     }
     println!("  jitter: RMS second difference of the landmarks; ratio: against detection on every frame (ref)");
-    println!("  err: RMS distance from the truth (pans); ids: track ids the person got; sw: id changes within 0.5 s");
+    println!(
+        "  truth: the accuracy reference, each detected face found again on a crop at {} px and on its mirror, averaged \
+         (pans: once, on the photo at its own resolution, mapped into each frame)",
+        args.truth_size
+    );
+    println!("  truth jit: the truth's own jitter; err: RMS distance from the truth");
+    println!("  ids: track ids the person got; sw: id changes within 0.5 s");
     println!("  cover: frames put out");
     println!("  drops: frames in view, swapped before, swapped no longer; lag: frames behind detection");
     if let Some(path) = &args.json {

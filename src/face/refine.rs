@@ -26,18 +26,52 @@ fn mirror_into(src: &RgbImage, dst: &mut RgbImage) {
     }
 }
 
-/// Each track's face found again on a crop twice its predicted box, scaled
-/// to the refiner's input, and on the crop's mirror image: the two are
-/// averaged, which cancels much of the detector's left-right bias. The
-/// detection that overlaps the prediction most (IoU at least 0.3) wins.
-/// Returns those faces, the tracks whose crop held no face at all (gone or
-/// hidden), and the time spent inside the engine.
+/// Each track's face found again by [`find_in_crop`]: a face that
+/// [`agrees`] with the track's prediction refines it. Returns those faces,
+/// the tracks whose crop held no face at all (gone or hidden), and the time
+/// spent inside the engine.
 pub fn refine(
     detector: &mut Detector,
     buffers: &mut CropBuffers,
     frame: &RgbImage,
     tracks: &[Tracked],
 ) -> Result<Refined> {
+    let (mut found, mut empty) = (Vec::new(), Vec::new());
+    let mut inference = Duration::ZERO;
+    for track in tracks {
+        let Some(find) = find_in_crop(detector, buffers, frame, &track.face.bbox)? else { continue };
+        inference += find.inference;
+        if !find.any {
+            empty.push(track.id);
+        }
+        if let Some(face) = find.face.filter(|face| agrees(&track.face, face)) {
+            found.push((track.id, face));
+        }
+    }
+    Ok(Refined { found, empty, inference })
+}
+
+/// What [`find_in_crop`] saw.
+pub struct CropFind {
+    /// The face found, averaged with its mirror image's.
+    pub face: Option<Face>,
+    /// Whether the crop held any face at all.
+    pub any: bool,
+    /// Time inside the engine.
+    pub inference: Duration,
+}
+
+/// The face in a crop twice `bbox`'s longer side, scaled to the detector's
+/// (square) input, found there and on the crop's mirror image: the two are
+/// averaged, which cancels much of the detector's left-right bias. The
+/// detection that overlaps `bbox` most (IoU at least 0.3) wins. `None` for a
+/// box under 4 px (its crop under 8 px).
+pub fn find_in_crop(
+    detector: &mut Detector,
+    buffers: &mut CropBuffers,
+    frame: &RgbImage,
+    bbox: &[f32; 4],
+) -> Result<Option<CropFind>> {
     let [w, h] = detector.entry().input_size;
     let side = w.min(h) as f32;
     let CropBuffers { crop, mirrored } = buffers;
@@ -45,38 +79,31 @@ pub fn refine(
         *crop = RgbImage::new(side as u32, side as u32);
         *mirrored = crop.clone();
     }
-    let (mut found, mut empty) = (Vec::new(), Vec::new());
-    let mut inference = Duration::ZERO;
-    for track in tracks {
-        let b = track.face.bbox;
-        let box_side = 2.0 * (b[2] - b[0]).max(b[3] - b[1]);
-        if box_side < 8.0 {
-            continue;
-        }
-        let k = side / box_side;
-        let (x0, y0) = ((b[0] + b[2] - box_side) / 2.0, (b[1] + b[3] - box_side) / 2.0);
-        let to_crop = Affine([k, 0.0, -k * x0, 0.0, k, -k * y0]);
-        let Some(back) = to_crop.invert() else { continue };
-        warp_affine_into(frame, &to_crop, crop);
-        let faces = detector.detect(crop)?;
-        inference += detector.last_inference;
-        if faces.is_empty() {
-            empty.push(track.id);
-        }
-        let Some(face) = best_overlap(faces, &back, &b, 0.3) else { continue };
-        mirror_into(crop, mirrored);
-        let unmirror = Affine([-1.0, 0.0, side - 1.0, 0.0, 1.0, 0.0]);
-        let mirror_faces = detector.detect(mirrored)?.into_iter().map(|f| unmirror_face(&f, &unmirror)).collect();
-        inference += detector.last_inference;
-        let face = match best_overlap(mirror_faces, &back, &face.bbox, 0.5) {
-            Some(m) => average(&face, &m),
-            None => face,
-        };
-        if agrees(&track.face, &face) {
-            found.push((track.id, face));
-        }
+    let b = bbox;
+    let box_side = 2.0 * (b[2] - b[0]).max(b[3] - b[1]);
+    if box_side < 8.0 {
+        return Ok(None);
     }
-    Ok(Refined { found, empty, inference })
+    let k = side / box_side;
+    let (x0, y0) = ((b[0] + b[2] - box_side) / 2.0, (b[1] + b[3] - box_side) / 2.0);
+    let to_crop = Affine([k, 0.0, -k * x0, 0.0, k, -k * y0]);
+    let Some(back) = to_crop.invert() else { return Ok(None) };
+    warp_affine_into(frame, &to_crop, crop);
+    let faces = detector.detect(crop)?;
+    let mut inference = detector.last_inference;
+    let any = !faces.is_empty();
+    let Some(face) = best_overlap(faces, &back, b, 0.3) else {
+        return Ok(Some(CropFind { face: None, any, inference }));
+    };
+    mirror_into(crop, mirrored);
+    let unmirror = Affine([-1.0, 0.0, side - 1.0, 0.0, 1.0, 0.0]);
+    let mirror_faces = detector.detect(mirrored)?.into_iter().map(|f| unmirror_face(&f, &unmirror)).collect();
+    inference += detector.last_inference;
+    let face = match best_overlap(mirror_faces, &back, &face.bbox, 0.5) {
+        Some(m) => average(&face, &m),
+        None => face,
+    };
+    Ok(Some(CropFind { face: Some(face), any, inference }))
 }
 
 /// What [`refine`] found.

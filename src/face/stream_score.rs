@@ -53,6 +53,10 @@ pub struct PersonRow {
     /// reference's (None without geometry).
     pub error: Option<f32>,
     pub error_reference: Option<f32>,
+    /// The truth's own RMS second difference, % IOD, over the frame
+    /// triples it and the reference cover: the motion, and the truth's
+    /// noise, that no smoothing should take away (None without a truth).
+    pub jitter_truth: Option<f32>,
     /// Track ids the pipeline gave the person.
     pub ids: usize,
     /// Times the person's id changed between two of their frames less
@@ -174,6 +178,9 @@ fn person_row(frames: &[StreamFrame], refs: &[Option<usize>], outs: &[Option<usi
     let mut iods: Vec<f32> = (0..frames.len()).filter_map(|t| reference(t).map(iod)).collect();
     iods.sort_by(f32::total_cmp);
     let seen = iods.len();
+    let truth = |t: usize| reference(t).and_then(|r| truth_of(&frames[t], r));
+    let jitter_truth =
+        (0..frames.len()).any(|t| truth(t).is_some()).then(|| jitter(frames.len(), &reference, &truth).0);
     let (jitter, jitter_reference) = jitter(frames.len(), &reference, &|t| output(t).map(|o| &o.landmarks));
     let (error, error_reference) = errors(frames, refs, outs);
     let mut ids: Vec<u64> = (0..frames.len()).filter_map(|t| output(t).map(|o| o.track)).collect();
@@ -188,6 +195,7 @@ fn person_row(frames: &[StreamFrame], refs: &[Option<usize>], outs: &[Option<usi
         jitter_reference,
         error,
         error_reference,
+        jitter_truth,
         ids: ids.len(),
         id_switches: 0,
         coverage: covered as f32 / seen.max(1) as f32,
@@ -244,11 +252,7 @@ fn errors(frames: &[StreamFrame], refs: &[Option<usize>], outs: &[Option<usize>]
     for (t, f) in frames.iter().enumerate() {
         let (Some(r), Some(o)) = (refs[t], outs[t]) else { continue };
         let r = &f.reference[r];
-        let Some(truth) =
-            f.truth.iter().filter(|g| apart(g, r) < 0.5 * iod(g)).min_by(|a, b| apart(a, r).total_cmp(&apart(b, r)))
-        else {
-            continue;
-        };
+        let Some(truth) = truth_of(f, r) else { continue };
         let scale = iod(truth).max(1.0).powi(2);
         out += dist2(&f.output[o].landmarks, truth) / scale;
         reference += dist2(r, truth) / scale;
@@ -256,6 +260,11 @@ fn errors(frames: &[StreamFrame], refs: &[Option<usize>], outs: &[Option<usize>]
     }
     let rms = |s: f32| (n > 0).then(|| 100.0 * (s / n as f32).sqrt());
     (rms(out), rms(reference))
+}
+
+/// The truth face of `f` nearest the reference's `r`, within half an IOD.
+fn truth_of<'a>(f: &'a StreamFrame, r: &Points) -> Option<&'a Points> {
+    f.truth.iter().filter(|g| apart(g, r) < 0.5 * iod(g)).min_by(|a, b| apart(a, r).total_cmp(&apart(b, r)))
 }
 
 /// The shift in -5..=5 frames with the least mean distance between the
@@ -354,6 +363,19 @@ mod tests {
         assert!(p.jitter < 1e-3 && p.jitter_reference > 10.0, "{p:?}");
         assert_eq!((p.ids, p.lag_frames, p.dropouts, r.flips), (1, 0, 0, 0));
         assert!((p.coverage - 1.0).abs() < 1e-6 && (p.iod_px - 40.0).abs() < 1e-3);
+        assert_eq!((p.error, p.jitter_truth), (None, None), "no truth, no error");
+    }
+
+    #[test]
+    fn errors_and_the_truths_own_jitter_are_measured_against_the_truth() {
+        let mut frames = moving(30, |t| vec![out(1, 100.0 + 2.0 * t as f32, true)]);
+        for (t, f) in frames.iter_mut().enumerate() {
+            f.truth = vec![face(100.0 + 2.0 * t as f32), face(400.0)];
+        }
+        let p = &score(&frames, 30.0).persons[0];
+        // The reference is 2 px off on every landmark: 5 % of a 40 px IOD.
+        let close = |v: Option<f32>, want: f32| v.is_some_and(|v| (v - want).abs() < 1e-3);
+        assert!(close(p.error, 0.0) && close(p.error_reference, 5.0) && close(p.jitter_truth, 0.0), "{p:?}");
     }
 
     #[test]
