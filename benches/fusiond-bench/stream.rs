@@ -54,6 +54,9 @@ pub struct Args {
     /// Overrides pipeline.smoothing.jitter_iod.
     #[arg(long)]
     jitter_iod: Option<f32>,
+    /// Overrides pipeline.refine_size.
+    #[arg(long)]
+    refine_size: Option<u32>,
     /// The accuracy reference's crop input, px: each detected face found
     /// again on a crop twice its box scaled to this size, and on its mirror.
     #[arg(long, default_value_t = 448)]
@@ -74,6 +77,7 @@ fn pipeline(args: &Args, loader: &Loader, source: &RgbImage) -> Result<LivePipel
     s.min_cutoff_hz = args.min_cutoff_hz.unwrap_or(s.min_cutoff_hz);
     s.beta = args.beta.unwrap_or(s.beta);
     s.jitter_iod = args.jitter_iod.unwrap_or(s.jitter_iod);
+    config.pipeline.refine_size = args.refine_size.unwrap_or(config.pipeline.refine_size);
     let daemon = DaemonSettings::from_config(&config)?;
     let mut models = args.models.clone();
     models.fit_detector(loader, FRAME)?;
