@@ -27,8 +27,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 0dc46f6eec41d8ed7e0364560ec5488b2098c2d2b234b362392d04a3f8d19315
-SRCREV = "86b5b81cca1ee12d6d07abaee8aeccde2a0508a0"
+# fusiond-inputs: b39947cb4349c104975e77a70c686533236a2b732cb4ae2d0f8bdd80eb50faa1
+SRCREV = "cd911dbd61af56ab3506f1973b2f9d9819686f3f"
 
 S = "${UNPACKDIR}/git"
 
