@@ -19,9 +19,9 @@
 //! the tract ops and ONNX rewrites over them, and tract's version pin),
 //! reached here as [`infer::tract_ops`].
 //!
-//! No `unsafe` code in this crate but in five named files, each of which
-//! says why at its top: `procmem.rs` (glibc's allocator), `catalog.rs` and
-//! `store/emap.rs` (memory maps), `cli/run.rs` (signal handlers),
+//! No `unsafe` code in this crate but in four named files, each of which
+//! says why at its top: `procmem.rs` (glibc's allocator), `catalog.rs`
+//! (model files' memory maps), `cli/run.rs` (signal handlers),
 //! `vcam/ring.rs` (V4L2 output buffers).
 #![deny(unsafe_code)]
 

@@ -18,6 +18,7 @@ mod select;
 pub mod smooth;
 pub mod stability;
 mod sticky;
+mod stream_events;
 pub mod stream_record;
 pub mod stream_score;
 mod swap;

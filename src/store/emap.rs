@@ -5,7 +5,6 @@
 //! initializer it is, once: the copy read is cached under the loader's cache
 //! folder as `emap-<the float model's SHA-256>.safetensors`, so a changed
 //! model is never paired with an old emap.
-#![allow(unsafe_code)] // one of the daemon's named unsafe files: it maps emap side files (memmap2).
 
 use super::StoreError;
 use crate::catalog::Catalog;
@@ -64,10 +63,9 @@ pub fn cache_path(dir: &Path, sha256: &str) -> PathBuf {
 /// Reads a side file, checked to hold one `[rows, 512]` F32 tensor.
 pub fn read_emap(path: &Path) -> Result<Tensor, StoreError> {
     let err = |m: String| StoreError::Emap(format!("{}: {m}; regenerate it with `fusiond emap`", path.display()));
-    let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
-    // SAFETY: a read-only mapping of a side file that only this process reads.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| err(e.to_string()))?;
-    parse_emap(&map).map_err(err)
+    // A side file holds one small matrix (1 MiB for inswapper's): read, not mapped.
+    let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+    parse_emap(&bytes).map_err(err)
 }
 
 /// The emap in a side file's bytes.
