@@ -27,8 +27,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: b39947cb4349c104975e77a70c686533236a2b732cb4ae2d0f8bdd80eb50faa1
-SRCREV = "cd911dbd61af56ab3506f1973b2f9d9819686f3f"
+# fusiond-inputs: 40a8f84d107fc841e59bf3c537eaf18517557d77419bf5a4efc26343ffe023c6
+SRCREV = "ca135d1547861126a4e30fac9c27d380cf59197b"
 
 S = "${UNPACKDIR}/git"
 
