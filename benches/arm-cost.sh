@@ -17,7 +17,9 @@
 #   cortex-a7   armv7 NEON (the 32-bit boards)
 #
 # Each row is one configuration: stock tract (--tract-stock-ops), fusiond's
-# default, INT8 (the models/quantize twins) on both, FP16 (--precision fp16,
+# default, INT8 (the models/quantize twins) on both, INT8 with every
+# activation rounded to its grid (--int8-activations grid: the default
+# where the CPU has a dot product, so a row of its own only elsewhere), FP16 (--precision fp16,
 # on cortex-a76 only: the one CPU model here with FP16 arithmetic), and ONNX Runtime's own
 # aarch64 build (the PyPI wheel's libonnxruntime, through the ort feature)
 # on cortex-a76 as the anchor. A row's figure is one run's instructions: the
@@ -34,6 +36,8 @@
 #   ARM_COST_RUNS       runs a row's figure is taken over (default 1)
 #   ARM_COST_QUICK      1: only what the rule below needs, stock tract and the
 #                       default, every model and the two-face frame (CI's run)
+#   ARM_COST_CONFIGS    only these configurations' rows (default: all), e.g.
+#                       "int8 int8_grid" after a change to INT8 alone
 #   ARM_COST_BUILD      1 (default): build the release binaries as
 #                       debian/build.sh does (a no-op after it); 0: use them
 #   FUSIOND_INT8_MODELS the INT8 twins (default: made here by models/quantize)
@@ -121,6 +125,7 @@ count() {
 row() {
     local cpu=$1 kind=$2 name=$3 config=$4 a b
     shift 5
+    [ -z "${ARM_COST_CONFIGS:-}" ] || [[ " $ARM_COST_CONFIGS " == *" $config "* ]] || return 0
     count "$cpu" c0 -- cost "$kind" "$@" --runs 0 &
     a=$!
     count "$cpu" cn -- cost "$kind" "$@" --runs "$runs" &
@@ -165,6 +170,8 @@ for cpu in "${cpus[@]}"; do
         if [ "$quick" != 1 ] && [ "$m" != landmark68_fr ]; then
             row "$cpu" model "$m" int8 -- "${m}_int8" "${models[@]}" "${tract[@]}"
             row "$cpu" model "$m" int8_stock -- "${m}_int8" "${models[@]}" "${stock[@]}"
+            [ "$cpu" = cortex-a76 ] ||
+                row "$cpu" model "$m" int8_grid -- "${m}_int8" "${models[@]}" "${tract[@]}" --int8-activations grid
         fi
         ((${#half[@]})) && row "$cpu" model "$m" fp16 -- "$m" "${models[@]}" "${half[@]}"
         if ((${#ort[@]})); then
@@ -183,7 +190,11 @@ for cpu in "${cpus[@]}"; do
         q8=(--detector yunet_2023mar_int8 --recognizer arcface_fr_int8 --swapper inswapper_bench_int8)
         row "$cpu" frame "frame_${faces}face" stock -- "${f[@]}" "${fp32[@]}" "${stock[@]}"
         row "$cpu" frame "frame_${faces}face" default -- "${f[@]}" "${fp32[@]}" "${tract[@]}"
-        [ "$quick" = 1 ] || row "$cpu" frame "frame_${faces}face" int8 -- "${f[@]}" "${q8[@]}" "${tract[@]}"
+        if [ "$quick" != 1 ]; then
+            row "$cpu" frame "frame_${faces}face" int8 -- "${f[@]}" "${q8[@]}" "${tract[@]}"
+            [ "$cpu" = cortex-a76 ] ||
+                row "$cpu" frame "frame_${faces}face" int8_grid -- "${f[@]}" "${q8[@]}" "${tract[@]}" --int8-activations grid
+        fi
         ((${#half[@]})) && row "$cpu" frame "frame_${faces}face" fp16 -- "${f[@]}" "${fp32[@]}" "${half[@]}"
         if ((${#ort[@]})); then
             ld_path=$ort_libdir

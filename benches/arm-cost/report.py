@@ -17,6 +17,7 @@ import sys
 RATIOS = [
     ("default / stock", "default", "stock", 1.00, True),
     ("INT8 / FP32", "int8", "default", 0.60, False),
+    ("INT8 rounded / FP32", "int8_grid", "default", None, False),
     ("FP16 / FP32", "fp16", "default", 0.60, False),
     ("INT8 stock / FP32 stock", "int8_stock", "stock", None, False),
     ("tract / ORT", "default", "ort", 1.50, False),

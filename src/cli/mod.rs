@@ -14,7 +14,7 @@ mod verify;
 mod warm;
 
 use crate::face::{Detector, Enhancer, MaskSettings, Recognizer, Swapper};
-use crate::infer::{EngineKind, Engines, InferenceSettings, Precision, ProviderKind};
+use crate::infer::{EngineKind, Engines, InferenceSettings, Int8Activations, Precision, ProviderKind};
 use crate::manifest::Kind;
 use crate::store::{LoadedModel, Loader};
 use anyhow::{Context, Result};
@@ -120,6 +120,10 @@ pub struct EngineArgs {
     /// (inference.tract_fused_ops = false).
     #[arg(long)]
     pub tract_stock_ops: bool,
+    /// tract: where an INT8 graph's activations are rounded to their 8-bit
+    /// grids (inference.tract_int8_activations).
+    #[arg(long, value_enum, default_value_t = Int8Activations::Auto)]
+    pub int8_activations: Int8Activations,
     /// The float precision models run in (a tier's `precision`): fp16 runs
     /// on tract only, on its FP16 kernels where the CPU has FP16 arithmetic.
     #[arg(long, value_enum, default_value_t = Precision::Fp32)]
@@ -160,6 +164,7 @@ impl EngineArgs {
             },
             tract_threads: self.threads.max(1),
             tract_fused_ops: !self.tract_stock_ops,
+            tract_int8_activations: self.int8_activations,
             ..InferenceSettings::default()
         };
         c.ort.threads = self.threads.max(1);

@@ -106,7 +106,10 @@ fn auto_ort(config: &InferenceSettings) -> Option<Arc<dyn Backend>> {
 
 #[cfg(feature = "tract")]
 fn tract_backend(config: &InferenceSettings) -> Option<Arc<dyn Backend>> {
-    Some(Arc::new(super::TractBackend::with_threads(config.tract_threads).with_fused_ops(config.tract_fused_ops)))
+    let tract = super::TractBackend::with_threads(config.tract_threads)
+        .with_fused_ops(config.tract_fused_ops)
+        .with_int8_activations(config.tract_int8_activations);
+    Some(Arc::new(tract))
 }
 
 #[cfg(not(feature = "tract"))]

@@ -25,7 +25,8 @@ pub use engines::{EngineError, Engines};
 #[cfg(feature = "ort")]
 pub use ort::OrtBackend;
 pub use settings::{
-    CudaSettings, EngineKind, InferenceSettings, OrtSettings, Precision, ProviderKind, TensorrtSettings, MAX_THREADS,
+    CudaSettings, EngineKind, InferenceSettings, Int8Activations, OrtSettings, Precision, ProviderKind,
+    TensorrtSettings, MAX_THREADS,
 };
 pub use tensor::Tensor;
 #[cfg(feature = "tract")]

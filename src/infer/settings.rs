@@ -44,6 +44,22 @@ impl std::fmt::Display for Precision {
     }
 }
 
+/// Where tract rounds an INT8 QDQ graph's activations to their 8-bit grids
+/// (`inference.tract_int8_activations`; with `tract_fused_ops`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Int8Activations {
+    /// `grid` where the CPU has an 8-bit dot product for the integer
+    /// kernels, `float` elsewhere.
+    #[default]
+    Auto,
+    /// Every quantise-dequantise pair runs, as the graph says.
+    Grid,
+    /// The pairs are left out: the INT8 weights with f32 activations, at
+    /// FP32's cost.
+    Float,
+}
+
 /// An ONNX Runtime execution provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -79,6 +95,8 @@ pub struct InferenceSettings {
     /// tract: fusiond's one-pass kernels in place of tract's decompositions
     /// (PRelu); false runs tract's own ops.
     pub tract_fused_ops: bool,
+    /// tract: where an INT8 graph's activations are rounded to their grids.
+    pub tract_int8_activations: Int8Activations,
     pub ort: OrtSettings,
 }
 
@@ -89,6 +107,7 @@ impl Default for InferenceSettings {
             engines: Default::default(),
             tract_threads: 1,
             tract_fused_ops: true,
+            tract_int8_activations: Int8Activations::Auto,
             ort: Default::default(),
         }
     }

@@ -1,8 +1,8 @@
 //! tract-onnx backend: pure Rust, runs everywhere, executes INT8 QDQ graphs in f32.
 
 use super::{
-    fed, fix_input_shapes, Backend, InferError, InputShape, InputSpec, LoadPhases, Model, ModelBytes, NodeTime,
-    Outputs, Placement, Precision, Resident, Result, Session, Tensor,
+    fed, fix_input_shapes, Backend, InferError, InputShape, InputSpec, Int8Activations, LoadPhases, Model, ModelBytes,
+    NodeTime, Outputs, Placement, Precision, Resident, Result, Session, Tensor,
 };
 use fusiond_tract_ops::tract_onnx::pb;
 use fusiond_tract_ops::tract_onnx::prelude::*;
@@ -18,11 +18,13 @@ pub struct TractBackend {
     /// Whether fusiond's one-pass ops replace tract's decompositions
     /// (`super::tract_ops`).
     fused_ops: bool,
+    /// Where an INT8 graph's activations are rounded, with `fused_ops`.
+    int8_activations: Int8Activations,
 }
 
 impl Default for TractBackend {
     fn default() -> Self {
-        TractBackend { threads: 1, fused_ops: true }
+        TractBackend { threads: 1, fused_ops: true, int8_activations: Int8Activations::Auto }
     }
 }
 
@@ -38,6 +40,12 @@ impl TractBackend {
     /// compare them, or to step around a kernel).
     pub fn with_fused_ops(self, fused_ops: bool) -> Self {
         TractBackend { fused_ops, ..self }
+    }
+
+    /// Where an INT8 QDQ graph's activations are rounded to their grids
+    /// (with fused ops; tract's own ops always round them).
+    pub fn with_int8_activations(self, int8_activations: Int8Activations) -> Self {
+        TractBackend { int8_activations, ..self }
     }
 }
 
@@ -122,7 +130,7 @@ impl Backend for TractBackend {
         // caller passes the only reference to the mapping).
         let mut proto = super::tract_import::decode(bytes)?;
         if self.fused_ops {
-            prepare_logged(&mut proto);
+            prepare_logged(&mut proto, self.int8_activations);
         }
         let parsed = start.elapsed();
         let after_parse = crate::procmem::rss().0;
@@ -165,15 +173,29 @@ impl Backend for TractBackend {
 }
 
 /// fusiond's rewrites of the graph before tract imports it, said in the
-/// debug log when they changed something.
-fn prepare_logged(proto: &mut pb::ModelProto) {
-    let prepared = super::tract_ops::prepare(proto);
+/// debug log when they changed something; activations left in f32 are said
+/// at info, since that sets the model's cost and outputs.
+fn prepare_logged(proto: &mut pb::ModelProto, setting: Int8Activations) {
+    use super::tract_ops::Int8Activations as Ops;
+    let (activations, why) = match setting {
+        Int8Activations::Auto => (Ops::for_this_cpu(), "this CPU has no 8-bit dot product for the integer kernels"),
+        Int8Activations::Grid => (Ops::Grid, ""),
+        Int8Activations::Float => (Ops::Float, "inference.tract_int8_activations = \"float\""),
+    };
+    let prepared = super::tract_ops::prepare(proto, activations);
+    if prepared.float_pairs > 0 {
+        log::info!(
+            "tract: {} INT8 activation quantise-dequantise pairs left out, the activations kept in f32 ({why}); inference.tract_int8_activations = \"grid\" runs them",
+            prepared.float_pairs
+        );
+    }
     if prepared != super::tract_ops::Prepared::default() {
         log::debug!(
-            "tract: {} constant dequantisers folded, {} quantise-dequantise pairs fused ({} of them dropped, already on their grid), {} convolutions merged into a sibling",
+            "tract: {} constant dequantisers folded, {} quantise-dequantise pairs fused ({} of them dropped, already on their grid; {} left out), {} convolutions merged into a sibling",
             prepared.folded,
             prepared.fused_pairs,
             prepared.repeated_pairs,
+            prepared.float_pairs,
             prepared.merged_convs
         );
     }

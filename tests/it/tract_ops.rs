@@ -3,7 +3,7 @@
 
 use crate::conv_graph::{self, Weights};
 use crate::util::{image, int8_models, shared};
-use fusiond::infer::{Backend, InputShape, Model, Precision, Tensor, TractBackend};
+use fusiond::infer::{Backend, InputShape, Int8Activations, Model, Precision, Tensor, TractBackend};
 use std::sync::Arc;
 
 /// A real photo as ArcFace's input: 112×112, RGB planes scaled to [-1, 1].
@@ -36,9 +36,11 @@ fn load(backend: TractBackend, file: &std::path::Path, shape: &[usize]) -> Arc<d
 }
 
 /// The fused and the stock plan of `file` on `input`: both outputs (all of
-/// them, concatenated) and the op names of both plans.
+/// them, concatenated) and the op names of both plans. An INT8 graph's
+/// activations are rounded in both, as tract's own plan does.
 fn both(file: &std::path::Path, input: &Tensor) -> [(Vec<f32>, Vec<String>); 2] {
-    [TractBackend::default(), TractBackend::default().with_fused_ops(false)]
+    let fused = TractBackend::default().with_int8_activations(Int8Activations::Grid);
+    [fused, TractBackend::default().with_fused_ops(false)]
         .map(|backend| run(&load(backend, file, input.shape()), input))
 }
 
@@ -231,7 +233,7 @@ fn the_detectors_sibling_heads_are_merged_into_one_convolution_a_level() {
             &file,
         )
         .unwrap();
-        let prepared = fusiond::infer::tract_ops::prepare(&mut proto);
+        let prepared = fusiond::infer::tract_ops::prepare(&mut proto, fusiond::infer::tract_ops::Int8Activations::Grid);
         assert_eq!(prepared.merged_convs, merged, "{}", file.display());
     }
 }
@@ -286,5 +288,29 @@ fn the_blocked_product_gives_tracts_own_outputs_to_1e_5() {
         assert!(scale > 0.1 && zeros > 0, "{case}: outputs on both sides of the ReLU: {scale}, {zeros} zeros");
         let diff = max_difference(&fused, &stock);
         assert!(diff <= 1e-5 * scale, "{case}: differs from tract's by {diff} (largest output {scale})");
+    }
+}
+
+/// With `tract_int8_activations = "float"` (the default on a CPU without an
+/// 8-bit dot product) the INT8 ArcFace and YuNet run no rounding of their
+/// activations: no pair is left in the plan, and the outputs are closer to
+/// the FP32 model's than those of the rounded plan (`grid`), whose error
+/// is the activations' rounding on top of the weights'.
+#[test]
+fn int8_graphs_with_float_activations_round_nothing_and_stay_closer_to_fp32() {
+    let (face, frame) = (face_input(), frame_input());
+    for (name, input) in [("arcface_fr_feature", &face), ("face_detection_yunet_2023mar", &frame)] {
+        let file = int8_models().join(format!("{name}_int8.onnx"));
+        let with = |a| run(&load(TractBackend::default().with_int8_activations(a), &file, input.shape()), input);
+        let ((float, float_ops), (grid, grid_ops)) = (with(Int8Activations::Float), with(Int8Activations::Grid));
+        let (fp32, _) =
+            run(&load(TractBackend::default(), &shared(&format!("models/{name}.onnx")), input.shape()), input);
+        let rounds = |ops: &[String]| ops.iter().filter(|o| o.contains("FakeQuant") || o.contains("Quantize")).count();
+        assert_eq!(rounds(&float_ops), 0, "{name}: {float_ops:?}");
+        assert!(rounds(&grid_ops) >= 10, "{name}: {grid_ops:?}");
+        let mean = |x: &[f32]| x.iter().zip(&fp32).map(|(a, b)| f64::from((a - b).abs())).sum::<f64>() / x.len() as f64;
+        let (f, g) = (mean(&float), mean(&grid));
+        eprintln!("{name}: mean distance from FP32, float activations {f:.5}, rounded {g:.5}");
+        assert!(f < g, "{name}: float activations {f} from FP32 on average, rounded ones {g}");
     }
 }

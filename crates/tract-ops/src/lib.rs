@@ -14,7 +14,7 @@
 //! | Conv with at least 4096 taps a patch (the swapper's 3×3 over 512 and 1024 channels), or at least 512 and at most 64 output channels (SCRFD's merged heads), → Relu, f32 weights or INT8 ones that tract dequantises as it runs (`int8_weights`), x86_64 with AVX2 and FMA | `gemm_conv`, as `PatchConv`'s blocked product (`fusiond_kernels::gemm`): patches packed a block of taps at a time, the weights once (INT8 ones kept INT8, dequantised a block at a time) | one product over all the taps: each panel of weights is read from beyond the L2 cache again for every 6 pixels; INT8 weights dequantised whole every run |
 //! | Conv 3×3 depthwise, stride 1 or 2 (→ Relu), f32, x86_64 with AVX2 and FMA | `depthwise::Depthwise`, four rows at a time | a generic loop over every tap |
 //! | Conv 1×1 (→ Relu) → Conv 3×3 depthwise, stride 1 or 2 (→ Relu) (→ MaxPool 2×2 after stride 1), with the INT8 pairs between | `pw_dw::PointwiseDepthwise`, a few rows at a time in the L2 cache; in INT8 at stride 1 with AVX-512 VNNI, both halves as integers (`fusiond_kernels::pointwise_int8`, `fusiond_kernels::depthwise_int8`) | each node writes its whole output to memory and the next reads it back; INT8 runs in f32 |
-//! | QuantizeLinear → DequantizeLinear (INT8 QDQ activations) | `fake_quant::FakeQuant`, one pass in place; none where its input is already on its grid (`qdq_pairs::drop_repeats`) | two passes through a u8 tensor, a scalar rounding per value |
+//! | QuantizeLinear → DequantizeLinear (INT8 QDQ activations) | `fake_quant::FakeQuant`, one pass in place; none where its input is already on its grid (`qdq_pairs::drop_repeats`), and none at all on a CPU without an 8-bit dot product, the activations left in f32 (`int8_activations`) | two passes through a u8 tensor, a scalar rounding per value |
 //! | Resize, nearest, to constant `sizes` that repeat each pixel a whole number of times | tract's `NearestUpsample` ([`optimize`], `upsample`), rows copied | a generic resampling plan, axis by axis |
 //!
 //! The quantise-dequantise pairs are two ONNX nodes, so
@@ -39,6 +39,7 @@ mod fake_quant;
 mod gemm_conv;
 mod geometry;
 mod half_cast;
+mod int8_activations;
 mod int8_weights;
 mod max_pool;
 mod patch_conv;
@@ -54,6 +55,7 @@ pub use fake_quant::FakeQuant;
 pub use fusiond_kernels::cpu;
 pub use fusiond_kernels::prelu::prelu_in_place;
 pub use fusiond_kernels::quant::{fake_quant_in_place, Grid};
+pub use int8_activations::Int8Activations;
 pub use max_pool::{max_pool_2x2, MaxPool2x2};
 pub use prelu::ChannelPrelu;
 use share::share_rows;
@@ -122,26 +124,34 @@ pub struct Prepared {
     pub fused_pairs: usize,
     /// Fused pairs dropped, their input already on their grid.
     pub repeated_pairs: usize,
+    /// Fused pairs left out, the activations kept in f32
+    /// ([`Int8Activations::Float`]).
+    pub float_pairs: usize,
     /// Convolutions merged into a sibling that reads the same input.
     pub merged_convs: usize,
 }
 
 /// Rewrites a graph for tract before it is imported. In an INT8 QDQ graph,
 /// constant weights are dequantised ([`dequant_weights::fold`]) and the
-/// activations' quantise-dequantise pairs fused ([`qdq_pairs::fuse_pairs`]),
-/// those whose input is already on their grid dropped
-/// ([`qdq_pairs::drop_repeats`]);
-/// in any graph, convolutions of one input and geometry are merged
-/// ([`sibling_convs::merge`]), after the folding that makes an INT8
-/// graph's weights constants.
-pub fn prepare(proto: &mut tract_onnx::pb::ModelProto) -> Prepared {
+/// activations' quantise-dequantise pairs fused ([`qdq_pairs::fuse_pairs`]);
+/// with [`Int8Activations::Grid`] those whose input is already on their
+/// grid are dropped ([`qdq_pairs::drop_repeats`]), with
+/// [`Int8Activations::Float`] all of them, a ReLU kept where one clamps
+/// ([`int8_activations::to_float`]); in any graph, convolutions of one
+/// input and geometry are merged ([`sibling_convs::merge`]), after the
+/// folding that makes an INT8 graph's weights constants.
+pub fn prepare(proto: &mut tract_onnx::pb::ModelProto, activations: Int8Activations) -> Prepared {
     let opset =
         proto.opset_import.iter().find(|o| o.domain.is_empty() || o.domain == "ai.onnx").map_or(0, |o| o.version);
     let Some(graph) = proto.graph.as_mut() else { return Prepared::default() };
     let folded = dequant_weights::fold(graph);
     let fused_pairs = qdq_pairs::fuse_pairs(graph);
-    let repeated_pairs = qdq_pairs::drop_repeats(graph);
-    Prepared { folded, fused_pairs, repeated_pairs, merged_convs: sibling_convs::merge(graph, opset) }
+    let (repeated_pairs, float_pairs) = match activations {
+        Int8Activations::Grid => (qdq_pairs::drop_repeats(graph), 0),
+        Int8Activations::Float => (0, int8_activations::to_float(graph)),
+    };
+    let merged_convs = sibling_convs::merge(graph, opset);
+    Prepared { folded, fused_pairs, repeated_pairs, float_pairs, merged_convs }
 }
 
 /// tract's `into_optimized`, with fusiond's rewrites of the typed model

@@ -4,11 +4,11 @@
 //! missing, names repeated, cycles and initializers of every shape: none
 //! may panic (the release build aborts on a panic).
 
-use fusiond_tract_ops::prepare;
 use fusiond_tract_ops::tract_onnx::pb::{
     tensor_proto::DataType, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
     ValueInfoProto,
 };
+use fusiond_tract_ops::{prepare, Int8Activations};
 
 /// xorshift64: the same graphs on every run.
 struct Rng(u64);
@@ -146,7 +146,8 @@ fn random_hostile_graphs_never_make_the_rewrites_panic() {
     for _ in 0..20_000 {
         let mut model = graph(&mut rng);
         let before = model.clone();
-        let prepared = prepare(&mut model);
+        let activations = if rng.next().is_multiple_of(2) { Int8Activations::Grid } else { Int8Activations::Float };
+        let prepared = prepare(&mut model, activations);
         rewritten += usize::from(model != before);
         let _ = prepared;
     }

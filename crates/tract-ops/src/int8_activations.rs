@@ -1,0 +1,138 @@
+//! Where an INT8 QDQ graph's activations are rounded to their 8-bit grids.
+//!
+//! tract runs a QDQ graph's convolutions in f32, so the quantise-dequantise
+//! pair on an activation is extra work: rounding every value to the grid
+//! and back. It buys speed only where an integer kernel reads the rounded
+//! values (`gemm_int8`, `pointwise_int8`: a CPU with an 8-bit dot product).
+//! Without one, [`Int8Activations::Float`] leaves the pairs out: the graph
+//! is the FP32 graph with the INT8 weights (dequantised once, at load), at
+//! FP32's cost and closer to FP32's outputs than the rounded activations.
+//!
+//! A pair whose grid starts at 0 also clamps negative values to 0: ONNX
+//! Runtime's quantiser removes a ReLU that such a pair follows (YuNet's
+//! INT8 twin has no ReLU node left). Such a pair becomes a ReLU, which the
+//! convolution before it takes in; the others an identity. The top of a
+//! grid (its saturation) is not kept.
+
+use super::qdq_pairs::OP_TYPE;
+use std::collections::HashMap;
+use tract_onnx::pb::{GraphProto, TensorProto};
+
+/// What becomes of an INT8 graph's activation quantise-dequantise pairs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Int8Activations {
+    /// Rounded to their grids, as the graph says (fused into one op each).
+    Grid,
+    /// Left in f32: each pair becomes a ReLU where its grid starts at 0,
+    /// an identity (which tract removes) elsewhere.
+    Float,
+}
+
+impl Int8Activations {
+    /// [`Int8Activations::Grid`] where this CPU runs an integer product
+    /// (an 8-bit dot product, under `FUSIOND_CPU`'s limit), else
+    /// [`Int8Activations::Float`].
+    pub fn for_this_cpu() -> Int8Activations {
+        match super::patch_conv::integer_min_taps() {
+            Some(_) => Int8Activations::Grid,
+            None => Int8Activations::Float,
+        }
+    }
+}
+
+/// Turns each fused pair (`qdq_pairs::fuse_pairs`'s node) of `graph` into
+/// an ONNX `Relu` of its input where its grid starts at 0 (the zero point
+/// is the grid's lowest integer), an `Identity` elsewhere, and returns how
+/// many it turned; a pair whose zero point it cannot read stays.
+pub fn to_float(graph: &mut GraphProto) -> usize {
+    let zero_points: HashMap<String, bool> =
+        graph.initializer.iter().filter_map(|t| Some((t.name.clone(), zero_at_bottom(t)?))).collect();
+    let mut turned = 0;
+    for node in graph.node.iter_mut().filter(|n| n.op_type == OP_TYPE && n.domain.is_empty()) {
+        // No zero point: ONNX's default, a u8 grid from 0.
+        let clamps = match node.input.get(2) {
+            None => true,
+            Some(name) => match zero_points.get(name) {
+                Some(clamps) => *clamps,
+                None => continue,
+            },
+        };
+        node.op_type = if clamps { "Relu" } else { "Identity" }.into();
+        node.input.truncate(1);
+        node.attribute.clear();
+        turned += 1;
+    }
+    turned
+}
+
+/// Whether a single-value zero point is its type's lowest integer (0 of a
+/// u8, -128 of an i8); `None` for anything else.
+fn zero_at_bottom(t: &TensorProto) -> Option<bool> {
+    use tract_onnx::pb::tensor_proto::DataType;
+    if super::element_count(&t.dims) != Some(1) {
+        return None;
+    }
+    let value = match (t.raw_data.as_slice(), t.int32_data.as_slice()) {
+        ([byte], []) => i32::from(*byte),
+        ([], [value]) => *value,
+        _ => return None,
+    };
+    match t.data_type {
+        d if d == DataType::Uint8 as i32 => Some(value == 0),
+        d if d == DataType::Int8 as i32 => Some(value as u8 as i8 == i8::MIN),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qdq_pairs::fuse_pairs;
+    use tract_onnx::pb::{NodeProto, TensorProto};
+
+    fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
+        NodeProto {
+            op_type: op.into(),
+            name: output.into(),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec![output.into()],
+            ..Default::default()
+        }
+    }
+
+    fn zero_point(name: &str, data_type: i32, byte: u8) -> TensorProto {
+        TensorProto { name: name.into(), data_type, raw_data: vec![byte], ..Default::default() }
+    }
+
+    /// Four pairs: a u8 grid from 0 (a ReLU the quantiser removed), an i8
+    /// one from -128 (the same), a u8 one around 128 and one whose zero
+    /// point is not an initializer (left as it is).
+    #[test]
+    fn pairs_whose_grid_starts_at_zero_become_relus_the_others_identities() {
+        let scale = TensorProto { name: "s".into(), data_type: 1, ..Default::default() };
+        let mut g = GraphProto {
+            node: vec![
+                node("QuantizeLinear", &["x", "s", "u0"], "q1"),
+                node("DequantizeLinear", &["q1", "s", "u0"], "d1"),
+                node("QuantizeLinear", &["d1", "s", "i0"], "q2"),
+                node("DequantizeLinear", &["q2", "s", "i0"], "d2"),
+                node("QuantizeLinear", &["d2", "s", "u128"], "q3"),
+                node("DequantizeLinear", &["q3", "s", "u128"], "d3"),
+                node("Constant", &[], "z"),
+                node("QuantizeLinear", &["d3", "s", "z"], "q4"),
+                node("DequantizeLinear", &["q4", "s", "z"], "d4"),
+                node("Sigmoid", &["d4"], "y"),
+            ],
+            initializer: vec![scale, zero_point("u0", 2, 0), zero_point("i0", 3, 0x80), zero_point("u128", 2, 128)],
+            ..Default::default()
+        };
+        assert_eq!(fuse_pairs(&mut g), 3, "the pair of a Constant zero point stays two nodes");
+        assert_eq!(to_float(&mut g), 3);
+        let ops: Vec<(&str, &[String])> = g.node.iter().map(|n| (n.op_type.as_str(), n.input.as_slice())).collect();
+        let one = |s: &str| vec![s.to_string()];
+        let (x, d1, d2) = (one("x"), one("d1"), one("d2"));
+        assert_eq!(&ops[..3], [("Relu", &x[..]), ("Relu", &d1[..]), ("Identity", &d2[..])]);
+        assert_eq!(ops[4].0, "QuantizeLinear");
+        assert_eq!(to_float(&mut g), 0, "a second pass finds nothing");
+    }
+}
