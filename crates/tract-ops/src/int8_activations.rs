@@ -40,7 +40,8 @@ impl Int8Activations {
     }
 }
 
-/// Turns each fused pair (`qdq_pairs::fuse_pairs`'s node) of `graph` into
+/// Turns each fused pair (`qdq_pairs::fuse_pairs`'s node, after
+/// `qdq_pairs::drop_repeats`: a repeat's ReLU would be one too) of `graph` into
 /// an ONNX `Relu` of its input where its grid starts at 0 (the zero point
 /// is the grid's lowest integer), an `Identity` elsewhere, and returns how
 /// many it turned; a pair whose zero point it cannot read stays.

@@ -133,11 +133,10 @@ pub struct Prepared {
 
 /// Rewrites a graph for tract before it is imported. In an INT8 QDQ graph,
 /// constant weights are dequantised ([`dequant_weights::fold`]) and the
-/// activations' quantise-dequantise pairs fused ([`qdq_pairs::fuse_pairs`]);
-/// with [`Int8Activations::Grid`] those whose input is already on their
-/// grid are dropped ([`qdq_pairs::drop_repeats`]), with
-/// [`Int8Activations::Float`] all of them, a ReLU kept where one clamps
-/// ([`int8_activations::to_float`]); in any graph, convolutions of one
+/// activations' quantise-dequantise pairs fused ([`qdq_pairs::fuse_pairs`]),
+/// those whose input is already on their grid dropped
+/// ([`qdq_pairs::drop_repeats`]), and with [`Int8Activations::Float`] the
+/// others too, a ReLU kept where one clamps ([`int8_activations::to_float`]); in any graph, convolutions of one
 /// input and geometry are merged ([`sibling_convs::merge`]), after the
 /// folding that makes an INT8 graph's weights constants.
 pub fn prepare(proto: &mut tract_onnx::pb::ModelProto, activations: Int8Activations) -> Prepared {
@@ -146,9 +145,12 @@ pub fn prepare(proto: &mut tract_onnx::pb::ModelProto, activations: Int8Activati
     let Some(graph) = proto.graph.as_mut() else { return Prepared::default() };
     let folded = dequant_weights::fold(graph);
     let fused_pairs = qdq_pairs::fuse_pairs(graph);
-    let (repeated_pairs, float_pairs) = match activations {
-        Int8Activations::Grid => (qdq_pairs::drop_repeats(graph), 0),
-        Int8Activations::Float => (0, int8_activations::to_float(graph)),
+    // A repeat's input is on its grid already, so also clamped where that
+    // grid starts at 0: with f32 activations, its ReLU would be a repeat.
+    let repeated_pairs = qdq_pairs::drop_repeats(graph);
+    let float_pairs = match activations {
+        Int8Activations::Grid => 0,
+        Int8Activations::Float => int8_activations::to_float(graph),
     };
     let merged_convs = sibling_convs::merge(graph, opset);
     Prepared { folded, fused_pairs, repeated_pairs, float_pairs, merged_convs }
