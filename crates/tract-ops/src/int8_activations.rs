@@ -11,7 +11,10 @@
 //! A pair whose grid starts at 0 also clamps negative values to 0: ONNX
 //! Runtime's quantiser removes a ReLU that such a pair follows (YuNet's
 //! INT8 twin has no ReLU node left). Such a pair becomes a ReLU, which the
-//! convolution before it takes in; the others an identity. The top of a
+//! convolution before it takes in, where a ReLU could have stood: after an
+//! op whose values may be negative. On a graph input (YuNet's picture,
+//! 0–255) or after a sigmoid, a grid from 0 is only the calibration's range,
+//! and the pair becomes an identity, as every other pair does. The top of a
 //! grid (its saturation) is not kept.
 
 use super::qdq_pairs::OP_TYPE;
@@ -40,24 +43,33 @@ impl Int8Activations {
     }
 }
 
+/// ONNX ops whose outputs are never negative: a grid from 0 after them
+/// folded no ReLU.
+const NEVER_NEGATIVE: &[&str] = &["Relu", "Sigmoid", "Softmax", "Exp", "Abs", "HardSigmoid", "Sqrt"];
+
 /// Turns each fused pair (`qdq_pairs::fuse_pairs`'s node, after
-/// `qdq_pairs::drop_repeats`: a repeat's ReLU would be one too) of `graph` into
-/// an ONNX `Relu` of its input where its grid starts at 0 (the zero point
-/// is the grid's lowest integer), an `Identity` elsewhere, and returns how
-/// many it turned; a pair whose zero point it cannot read stays.
+/// `qdq_pairs::drop_repeats`: a repeat's ReLU would be one too) of `graph`
+/// into an ONNX `Relu` of its input where its grid starts at 0 (the zero
+/// point is the grid's lowest integer) and a node that may write negative
+/// values feeds it, an `Identity` elsewhere, and returns how many it
+/// turned; a pair whose zero point it cannot read stays.
 pub fn to_float(graph: &mut GraphProto) -> usize {
     let zero_points: HashMap<String, bool> =
         graph.initializer.iter().filter_map(|t| Some((t.name.clone(), zero_at_bottom(t)?))).collect();
+    let producers: HashMap<String, String> =
+        graph.node.iter().flat_map(|n| n.output.iter().map(|o| (o.clone(), n.op_type.clone()))).collect();
     let mut turned = 0;
     for node in graph.node.iter_mut().filter(|n| n.op_type == OP_TYPE && n.domain.is_empty()) {
         // No zero point: ONNX's default, a u8 grid from 0.
-        let clamps = match node.input.get(2) {
+        let from_zero = match node.input.get(2) {
             None => true,
             Some(name) => match zero_points.get(name) {
-                Some(clamps) => *clamps,
+                Some(from_zero) => *from_zero,
                 None => continue,
             },
         };
+        let producer = node.input.first().and_then(|x| producers.get(x));
+        let clamps = from_zero && producer.is_some_and(|op| !NEVER_NEGATIVE.contains(&op.as_str()));
         node.op_type = if clamps { "Relu" } else { "Identity" }.into();
         node.input.truncate(1);
         node.attribute.clear();
@@ -105,35 +117,43 @@ mod tests {
         TensorProto { name: name.into(), data_type, raw_data: vec![byte], ..Default::default() }
     }
 
-    /// Four pairs: a u8 grid from 0 (a ReLU the quantiser removed), an i8
-    /// one from -128 (the same), a u8 one around 128 and one whose zero
-    /// point is not an initializer (left as it is).
+    /// Five pairs: after a convolution a u8 grid from 0 (a ReLU the
+    /// quantiser removed) and an i8 one from -128 (the same); a u8 one
+    /// around 128; a u8 one from 0 after a sigmoid (an identity); and one
+    /// whose zero point is not an initializer (left as it is). A pair on
+    /// the graph input from 0 is an identity too.
     #[test]
-    fn pairs_whose_grid_starts_at_zero_become_relus_the_others_identities() {
+    fn pairs_whose_grid_starts_at_zero_after_an_op_become_relus_the_others_identities() {
         let scale = TensorProto { name: "s".into(), data_type: 1, ..Default::default() };
+        let pair = |x: &str, z: &str, n: &str| {
+            [
+                node("QuantizeLinear", &[x, "s", z], &format!("q{n}")),
+                node("DequantizeLinear", &[&format!("q{n}"), "s", z], &format!("d{n}")),
+            ]
+        };
+        let mut nodes = vec![];
+        nodes.extend(pair("x", "u0", "0"));
+        nodes.push(node("Conv", &["d0"], "c"));
+        nodes.extend(pair("c", "u0", "1"));
+        nodes.extend(pair("d1", "i0", "2"));
+        nodes.extend(pair("d2", "u128", "3"));
+        nodes.push(node("Sigmoid", &["d3"], "sig"));
+        nodes.extend(pair("sig", "u0", "4"));
+        nodes.push(node("Constant", &[], "z"));
+        nodes.extend(pair("d4", "z", "5"));
         let mut g = GraphProto {
-            node: vec![
-                node("QuantizeLinear", &["x", "s", "u0"], "q1"),
-                node("DequantizeLinear", &["q1", "s", "u0"], "d1"),
-                node("QuantizeLinear", &["d1", "s", "i0"], "q2"),
-                node("DequantizeLinear", &["q2", "s", "i0"], "d2"),
-                node("QuantizeLinear", &["d2", "s", "u128"], "q3"),
-                node("DequantizeLinear", &["q3", "s", "u128"], "d3"),
-                node("Constant", &[], "z"),
-                node("QuantizeLinear", &["d3", "s", "z"], "q4"),
-                node("DequantizeLinear", &["q4", "s", "z"], "d4"),
-                node("Sigmoid", &["d4"], "y"),
-            ],
+            node: nodes,
             initializer: vec![scale, zero_point("u0", 2, 0), zero_point("i0", 3, 0x80), zero_point("u128", 2, 128)],
             ..Default::default()
         };
-        assert_eq!(fuse_pairs(&mut g), 3, "the pair of a Constant zero point stays two nodes");
-        assert_eq!(to_float(&mut g), 3);
-        let ops: Vec<(&str, &[String])> = g.node.iter().map(|n| (n.op_type.as_str(), n.input.as_slice())).collect();
-        let one = |s: &str| vec![s.to_string()];
-        let (x, d1, d2) = (one("x"), one("d1"), one("d2"));
-        assert_eq!(&ops[..3], [("Relu", &x[..]), ("Relu", &d1[..]), ("Identity", &d2[..])]);
-        assert_eq!(ops[4].0, "QuantizeLinear");
+        assert_eq!(fuse_pairs(&mut g), 5, "the pair of a Constant zero point stays two nodes");
+        assert_eq!(to_float(&mut g), 5);
+        let ops: Vec<(&str, &str)> =
+            g.node.iter().map(|n| (n.op_type.as_str(), n.input.first().map_or("", String::as_str))).collect();
+        let want = [("Identity", "x"), ("Conv", "d0"), ("Relu", "c"), ("Relu", "d1"), ("Identity", "d2")];
+        assert_eq!(&ops[..5], want);
+        assert_eq!(&ops[5..7], [("Sigmoid", "d3"), ("Identity", "sig")]);
+        assert_eq!(ops[8].0, "QuantizeLinear");
         assert_eq!(to_float(&mut g), 0, "a second pass finds nothing");
     }
 }
