@@ -27,8 +27,8 @@ SRC_URI = "git://github.com/fusiond/fusiond.git;protocol=https;branch=main;dests
 # while SRCREV's copy of those differs from HEAD's. bitbake appends the
 # revision to a PV ending in +git. The fusiond-inputs line is a hash of
 # those paths' git objects at SRCREV, for clones without its history.
-# fusiond-inputs: 40a8f84d107fc841e59bf3c537eaf18517557d77419bf5a4efc26343ffe023c6
-SRCREV = "ca135d1547861126a4e30fac9c27d380cf59197b"
+# fusiond-inputs: 82927883278ea976b7ce5c20cc2069a92fc615be1f90cf12a8d36631dc037323
+SRCREV = "4fd5b7a9b3822c77177f76f720acb10229579d5f"
 
 S = "${UNPACKDIR}/git"
 
